@@ -1,0 +1,42 @@
+# The two commands a user needs: `make run` and `make test`. Everything else is a chore.
+PY ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+MEMBERS := shared services/gateway services/memory-api services/embedder services/evaluator services/consolidator devtools
+PYPROJECTS := $(addsuffix /pyproject.toml,$(MEMBERS))
+
+.PHONY: help install run test test-unit test-integration test-e2e lint format migrate bench clean
+
+help: ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
+
+$(STAMP): $(PYPROJECTS) requirements-dev.txt constraints.txt
+	@command -v $(PY) >/dev/null || { echo "make: $(PY) not found; install Python 3.11 or run 'make PY=/path/to/python3.11'"; exit 1; }
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -c constraints.txt -r requirements-dev.txt $(addprefix -e ./,$(MEMBERS))
+	@touch $(STAMP)
+
+install: $(STAMP) ## create .venv and install every service, the library and the test tools
+
+run: $(STAMP) ## start the whole system on embedded Postgres+pgvector and Valkey
+	$(BIN)/python -m memento_devtools.launcher
+
+test: $(STAMP) ## set up and run every test against embedded Postgres and Valkey
+	$(BIN)/python -m pytest
+
+test-unit: $(STAMP) ## only the tests that need no servers
+	$(BIN)/python -m pytest tests/unit tests/contract
+
+lint: $(STAMP) ## ruff
+	$(BIN)/ruff check .
+
+format: $(STAMP)
+	$(BIN)/ruff format . && $(BIN)/ruff check --fix .
+
+migrate: $(STAMP) ## apply migrations to DATABASE_URL / MIGRATION_DATABASE_URL
+	$(BIN)/memento-migrate
+
+clean: ## remove the environment (not the data dir)
+	rm -rf $(VENV)

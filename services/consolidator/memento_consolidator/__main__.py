@@ -1,0 +1,19 @@
+"""`python -m memento_consolidator`: the consolidator worker (queue `consolidator`)."""
+
+from __future__ import annotations
+
+import asyncio
+
+from memento_shared.settings import Settings
+from memento_shared.worker import run_worker
+
+from memento_consolidator.handlers import HANDLERS
+
+
+def main() -> None:
+    settings = Settings()
+    asyncio.run(run_worker("consolidator", HANDLERS, port=settings.consolidator_port, settings=settings))
+
+
+if __name__ == "__main__":
+    main()

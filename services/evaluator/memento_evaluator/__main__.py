@@ -1,0 +1,19 @@
+"""`python -m memento_evaluator`: the evaluator worker (queue `evaluator`)."""
+
+from __future__ import annotations
+
+import asyncio
+
+from memento_shared.settings import Settings
+from memento_shared.worker import run_worker
+
+from memento_evaluator.handlers import HANDLERS
+
+
+def main() -> None:
+    settings = Settings()
+    asyncio.run(run_worker("evaluator", HANDLERS, port=settings.evaluator_port, settings=settings))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,37 @@
+"""What a tool handler gets: the call's scope, a unit-of-work factory and the shared clients."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from memento_shared.principal import Principal
+from memento_shared.settings import Settings
+from redis.asyncio import Redis
+
+from memento_memory_api.embedding_client import EmbeddingClient
+from memento_memory_api.uow import Scope, UnitOfWorkFactory
+
+
+@dataclass(frozen=True)
+class Profile:
+    id: str
+    dimension: int
+
+
+@dataclass
+class ToolContext:
+    principal: Principal
+    scope: Scope
+    uow: UnitOfWorkFactory
+    redis: Redis | None
+    embedder: EmbeddingClient
+    profile: Profile
+    settings: Settings
+    background: Any  # set of asyncio tasks kept alive until done
+
+    def visible_agents(self) -> list[str] | None:
+        """Agent namespaces this call reads: its own and 'default'; None (all) for admin access."""
+        if self.scope.access in ("admin", "system"):
+            return None
+        return sorted({self.scope.agent_id, "default"})

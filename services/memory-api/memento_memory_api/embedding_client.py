@@ -1,0 +1,47 @@
+"""Query embeddings from the embedder service (OpenAI-compatible /v1/embeddings plus `input_type`).
+
+The model runs in the embedder process, not here: its OpenMP threads spin and would steal the cores memory-api
+needs to answer in milliseconds, and one loaded model serves every memory-api replica. Repeated queries hit a
+small LRU cache.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+
+import httpx
+import numpy as np
+from memento_shared.telemetry.tracing import inject_headers
+
+
+class EmbeddingUnavailable(Exception):
+    pass
+
+
+class EmbeddingClient:
+    def __init__(self, base_url: str, client: httpx.AsyncClient, cache_size: int = 2048) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.client = client
+        self.cache: OrderedDict[str, np.ndarray] = OrderedDict()
+        self.cache_size = cache_size
+
+    async def embed_query(self, text: str) -> np.ndarray:
+        cached = self.cache.get(text)
+        if cached is not None:
+            self.cache.move_to_end(text)
+            return cached
+        try:
+            response = await self.client.post(
+                f"{self.base_url}/v1/embeddings",
+                json={"input": [text], "input_type": "query"},
+                headers=inject_headers(),
+                timeout=10.0,
+            )
+            response.raise_for_status()
+            vector = np.asarray(response.json()["data"][0]["embedding"], dtype=np.float32)
+        except (httpx.HTTPError, KeyError, ValueError) as exc:
+            raise EmbeddingUnavailable(type(exc).__name__) from exc
+        self.cache[text] = vector
+        if len(self.cache) > self.cache_size:
+            self.cache.popitem(last=False)
+        return vector

@@ -1,0 +1,181 @@
+"""The recall cascade (seed 000 §4): L1 Redis sets → L2 GIN → L3 vector + lexical fused by RRF,
+then ranking, the token budget and one-hop links."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from datetime import UTC, datetime
+from typing import Any
+
+from memento_shared.db.rls import set_principal
+from memento_shared.telemetry.metrics import RECALL_TIER_HITS, SEARCH_LATENCY
+from memento_shared.text.keywords import normalise_keywords
+from memento_shared.tools.fragments import RecallArgs
+
+from memento_memory_api.context import ToolContext
+from memento_memory_api.embedding_client import EmbeddingUnavailable
+from memento_memory_api.recall import l1, lexical, vector
+from memento_memory_api.recall.fusion import rrf
+from memento_memory_api.repositories import fragments as repo
+
+log = logging.getLogger(__name__)
+CANDIDATES = 50
+DEFAULT_LINK_TYPES = ["caused_by", "resolved_by", "related"]
+
+
+async def recall(ctx: ToolContext, args: RecallArgs) -> dict[str, Any]:
+    scope = ctx.scope
+    agents = ctx.visible_agents()
+    keywords = normalise_keywords(args.keywords or [])
+    tiers: dict[str, str] = {}
+    similarity: dict[str, float] = {}
+    ranked_lists: list[list[str]] = []
+
+    query_vector = None
+    if args.text:
+        try:
+            query_vector = await ctx.embedder.embed_query(args.text)
+        except EmbeddingUnavailable as exc:
+            log.warning("recall.embedding_unavailable", extra={"error_type": str(exc)})
+
+    async with ctx.uow(scope) as uow:
+        conn = uow.conn
+        rows: dict[str, Any] = {}
+        if keywords:
+            l1_ids = await l1.lookup(
+                ctx.redis, scope.tenant_id, scope.workspace, agents or [scope.agent_id, "default"], keywords
+            )
+            if l1_ids:
+                for row in await repo.fetch_by_ids(conn, l1_ids, args.topic, args.type):
+                    rows[row["id"]] = row
+                    tiers.setdefault(row["id"], "L1")
+            if len(rows) < CANDIDATES:  # L2 when L1 is short (or down)
+                for row in await repo.by_keywords(conn, keywords, agents, args.topic, args.type, CANDIDATES):
+                    rows.setdefault(row["id"], row)
+                    tiers.setdefault(row["id"], "L2")
+            ranked_lists.append(sorted(rows, key=lambda i: (tiers[i] != "L1", -rows[i]["importance"])))
+
+        if args.text:
+            started = time.perf_counter()
+            if query_vector is not None:
+                hits = await vector.search(
+                    conn,
+                    ctx.profile.id,
+                    ctx.profile.dimension,
+                    query_vector,
+                    scope.tenant_id,
+                    scope.workspace,
+                    agents,
+                    CANDIDATES,
+                )
+                hits = [(i, s) for i, s in hits if args.threshold is None or s >= args.threshold]
+                similarity.update(hits)
+                ranked_lists.append([i for i, _ in hits])
+            ranked_lists.append(await lexical.search(conn, args.text, agents, CANDIDATES))
+            SEARCH_LATENCY.labels("hybrid" if query_vector is not None else "lexical").observe(
+                time.perf_counter() - started
+            )
+            missing = [i for ranking in ranked_lists for i in ranking if i not in rows]
+            if missing:
+                for row in await repo.fetch_by_ids(conn, missing, args.topic, args.type):
+                    rows[row["id"]] = row
+                    tiers.setdefault(row["id"], "L3")
+
+        if not keywords and not args.text:
+            for row in await repo.recent(conn, agents, args.topic, args.type, CANDIDATES):
+                rows[row["id"]] = row
+                tiers.setdefault(row["id"], "L2")
+
+        order = _order(ctx, rows, ranked_lists, bool(args.text))
+        chosen, used = _within_budget(order, rows, args.tokenBudget)
+        linked_rows: list[Any] = []
+        if args.includeLinks and chosen:
+            relations = [args.linkRelationType] if args.linkRelationType else DEFAULT_LINK_TYPES
+            limit = int(ctx.settings.memory_config.get("linkedFragmentLimit", 10))
+            for row in await repo.linked(conn, chosen, relations, limit):
+                if row["id"] in rows and row["id"] in chosen:
+                    continue
+                if used + row["estimated_tokens"] > args.tokenBudget:
+                    continue
+                used += row["estimated_tokens"]
+                linked_rows.append(row)
+
+    for tier in tiers.values():
+        RECALL_TIER_HITS.labels(tier).inc()
+    result = [_render(rows[i], tiers.get(i), similarity.get(i)) for i in chosen]
+    result += [_render(r, "link", None, linked=True) for r in linked_rows]
+    _touch_later(ctx, [f["id"] for f in result])
+    return {"fragments": result, "count": len(result), "totalTokens": used, "tokenBudget": args.tokenBudget}
+
+
+def _order(ctx: ToolContext, rows: dict[str, Any], ranked_lists: list[list[str]], by_relevance: bool) -> list[str]:
+    ids = [i for i in rows]
+    if by_relevance and ranked_lists:
+        fused = [i for i, _ in rrf([[i for i in r if i in rows] for r in ranked_lists])]
+        return fused + [i for i in ids if i not in set(fused)]
+    ranking = ctx.settings.memory_config["ranking"]
+    if len(rows) <= ranking.get("activationThreshold", 100) and not ranked_lists:
+        return sorted(ids, key=lambda i: rows[i]["created_at"], reverse=True)
+    now = datetime.now(UTC)
+
+    def composite(i: str) -> float:
+        age_days = (now - rows[i]["created_at"]).total_seconds() / 86400
+        recency = 1.0 / (1.0 + age_days / 30)
+        return ranking["importanceWeight"] * rows[i]["importance"] + ranking["recencyWeight"] * recency
+
+    if ranked_lists:  # keyword matches: L1/L2 hits first, composite rank within
+        first = {i for r in ranked_lists for i in r}
+        return sorted(ids, key=lambda i: (i not in first, -composite(i)))
+    return sorted(ids, key=lambda i: -composite(i))
+
+
+def _within_budget(order: list[str], rows: dict[str, Any], budget: int) -> tuple[list[str], int]:
+    chosen, used = [], 0
+    for i in order:
+        tokens = rows[i]["estimated_tokens"]
+        if used + tokens > budget:
+            break
+        chosen.append(i)
+        used += tokens
+    return chosen, used
+
+
+def _render(row: Any, tier: str | None, sim: float | None, linked: bool = False) -> dict[str, Any]:
+    return {
+        "id": row["id"],
+        "content": row["content"],
+        "topic": row["topic"],
+        "type": row["type"],
+        "keywords": list(row["keywords"]),
+        "importance": round(float(row["importance"]), 4),
+        "ttl_tier": row["ttl_tier"],
+        "is_anchor": row["is_anchor"],
+        "created_at": row["created_at"].isoformat(),
+        "accessed_at": row["accessed_at"].isoformat() if row["accessed_at"] else None,
+        "similarity": round(sim, 4) if sim is not None else None,
+        "tier": tier,
+        "linked": linked,
+    }
+
+
+def _touch_later(ctx: ToolContext, ids: list[str]) -> None:
+    """access_count/accessed_at are bookkeeping: updated after the answer, off the request path."""
+    if not ids:
+        return
+
+    async def run() -> None:
+        try:
+            async with ctx.uow.pool.acquire() as conn, conn.transaction():
+                s = ctx.scope
+                await set_principal(
+                    conn, tenant_id=s.tenant_id, workspace=s.workspace, agent_id=s.agent_id, access=s.access
+                )
+                await repo.touch(conn, ids)
+        except Exception as exc:  # never fails a recall that already answered
+            log.warning("recall.touch_failed", extra={"error_type": type(exc).__name__})
+
+    task = asyncio.create_task(run())
+    ctx.background.add(task)
+    task.add_done_callback(ctx.background.discard)

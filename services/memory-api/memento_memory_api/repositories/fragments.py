@@ -1,0 +1,148 @@
+"""SQL for fragments and their links. Every query runs under the caller's RLS principal."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import asyncpg
+
+COLUMNS = (
+    "id, content, topic, type, keywords, importance, ttl_tier, is_anchor, created_at, accessed_at,"
+    " estimated_tokens, agent_id, access_count, source, content_hash"
+)
+
+
+async def insert(conn: asyncpg.Connection, row: dict[str, Any]) -> str | None:
+    """Insert unless the same content exists in this namespace; returns the new id, or None on a duplicate."""
+    return await conn.fetchval(
+        "INSERT INTO agent_memory.fragments (id, tenant_id, workspace, agent_id, content, topic, keywords, type,"
+        " importance, content_hash, source, ttl_tier, estimated_tokens, is_anchor)"
+        " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)"
+        " ON CONFLICT (tenant_id, workspace, agent_id, content_hash) DO NOTHING RETURNING id",
+        row["id"],
+        row["tenant_id"],
+        row["workspace"],
+        row["agent_id"],
+        row["content"],
+        row["topic"],
+        row["keywords"],
+        row["type"],
+        row["importance"],
+        row["content_hash"],
+        row["source"],
+        row["ttl_tier"],
+        row["estimated_tokens"],
+        row["is_anchor"],
+    )
+
+
+async def id_by_hash(
+    conn: asyncpg.Connection, tenant_id: str, workspace: str, agent_id: str, content_hash: str
+) -> str | None:
+    return await conn.fetchval(
+        "SELECT id FROM agent_memory.fragments WHERE tenant_id = $1 AND workspace = $2 AND agent_id = $3"
+        " AND content_hash = $4",
+        tenant_id,
+        workspace,
+        agent_id,
+        content_hash,
+    )
+
+
+async def visible_ids(conn: asyncpg.Connection, ids: list[str]) -> set[str]:
+    rows = await conn.fetch("SELECT id FROM agent_memory.fragments WHERE id = ANY($1::text[])", ids)
+    return {r["id"] for r in rows}
+
+
+async def add_link(
+    conn: asyncpg.Connection, scope_row: dict[str, str], from_id: str, to_id: str, relation: str
+) -> bool:
+    inserted = await conn.fetchval(
+        "INSERT INTO agent_memory.fragment_links (tenant_id, workspace, agent_id, from_id, to_id, relation_type)"
+        " VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (from_id, to_id) DO NOTHING RETURNING id",
+        scope_row["tenant_id"],
+        scope_row["workspace"],
+        scope_row["agent_id"],
+        from_id,
+        to_id,
+        relation,
+    )
+    if inserted is None:
+        return False
+    await conn.execute(
+        "UPDATE agent_memory.fragments SET linked_to = array_append(linked_to, $2) WHERE id = $1"
+        " AND NOT ($2 = ANY(linked_to))",
+        from_id,
+        to_id,
+    )
+    return True
+
+
+async def fetch_by_ids(
+    conn: asyncpg.Connection, ids: list[str], topic: str | None, ftype: str | None
+) -> list[asyncpg.Record]:
+    return await conn.fetch(
+        f"SELECT {COLUMNS} FROM agent_memory.fragments WHERE id = ANY($1::text[])"
+        " AND ($2::text IS NULL OR topic = $2) AND ($3::text IS NULL OR type = $3)",
+        ids,
+        topic,
+        ftype,
+    )
+
+
+async def by_keywords(
+    conn: asyncpg.Connection,
+    keywords: list[str],
+    agents: list[str] | None,
+    topic: str | None,
+    ftype: str | None,
+    limit: int,
+) -> list[asyncpg.Record]:
+    """L2: GIN overlap on keywords, most keyword matches first."""
+    return await conn.fetch(
+        f"SELECT {COLUMNS}, cardinality(ARRAY(SELECT unnest(keywords) INTERSECT SELECT unnest($1::text[]))) AS hits"
+        " FROM agent_memory.fragments WHERE keywords && $1::text[]"
+        " AND ($2::text[] IS NULL OR agent_id = ANY($2)) AND ($3::text IS NULL OR topic = $3)"
+        " AND ($4::text IS NULL OR type = $4) ORDER BY hits DESC, importance DESC, created_at DESC LIMIT $5",
+        keywords,
+        agents,
+        topic,
+        ftype,
+        limit,
+    )
+
+
+async def recent(
+    conn: asyncpg.Connection, agents: list[str] | None, topic: str | None, ftype: str | None, limit: int
+) -> list[asyncpg.Record]:
+    return await conn.fetch(
+        f"SELECT {COLUMNS} FROM agent_memory.fragments WHERE ($1::text[] IS NULL OR agent_id = ANY($1))"
+        " AND ($2::text IS NULL OR topic = $2) AND ($3::text IS NULL OR type = $3)"
+        " ORDER BY created_at DESC LIMIT $4",
+        agents,
+        topic,
+        ftype,
+        limit,
+    )
+
+
+async def linked(conn: asyncpg.Connection, ids: list[str], relations: list[str], limit: int) -> list[asyncpg.Record]:
+    """One-hop neighbours over typed edges, either direction, excluding the origin set."""
+    return await conn.fetch(
+        f"SELECT DISTINCT ON (f.id) {', '.join('f.' + c.strip() for c in COLUMNS.split(','))}, l.relation_type"
+        " FROM agent_memory.fragment_links l JOIN agent_memory.fragments f"
+        "   ON f.id = CASE WHEN l.from_id = ANY($1::text[]) THEN l.to_id ELSE l.from_id END"
+        " WHERE (l.from_id = ANY($1::text[]) OR l.to_id = ANY($1::text[])) AND l.relation_type = ANY($2::text[])"
+        "   AND NOT (f.id = ANY($1::text[])) ORDER BY f.id LIMIT $3",
+        ids,
+        relations,
+        limit,
+    )
+
+
+async def touch(conn: asyncpg.Connection, ids: list[str]) -> None:
+    await conn.execute(
+        "UPDATE agent_memory.fragments SET access_count = access_count + 1, accessed_at = now()"
+        " WHERE id = ANY($1::text[])",
+        ids,
+    )

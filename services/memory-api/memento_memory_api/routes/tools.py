@@ -1,0 +1,98 @@
+"""POST /v1/tools/{name}: verify the principal, validate arguments, run the handler in one transaction.
+
+Tool failures are answered 200 with `{"error": {...}}` (the gateway turns them into `isError` results);
+only a bad principal is an HTTP error, because it means the caller is not the gateway.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import asyncpg
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse
+from memento_shared.errors import ErrorCode, MementoError
+from memento_shared.principal import HEADER, Principal, PrincipalError, decode_principal
+from memento_shared.telemetry.metrics import TOOL_CALLS, TOOL_LATENCY
+from memento_shared.tools.registry import TOOLS
+from opentelemetry import trace
+
+from memento_memory_api.context import ToolContext
+from memento_memory_api.tools.registry import HANDLERS
+from memento_memory_api.uow import Scope
+
+log = logging.getLogger(__name__)
+router = APIRouter()
+tracer = trace.get_tracer("memento.memory_api")
+
+
+def resolve_scope(principal: Principal, requested_agent: str | None, session_id: str | None) -> Scope:
+    workspace = principal.workspace
+    if not principal.allows_workspace(workspace):
+        raise MementoError(ErrorCode.FORBIDDEN, f"workspace {workspace!r} is not allowed for this credential")
+    if requested_agent in ("admin", "system"):
+        if not principal.has_scope("admin"):
+            raise MementoError(ErrorCode.FORBIDDEN, "agentId: admin access needs an admin credential")
+        return Scope(principal.tenant_id, workspace, "admin", "admin", session_id)
+    if requested_agent is None:
+        requested_agent = "default" if principal.allows_agent("default") else principal.agents[0]
+    if not principal.allows_agent(requested_agent):
+        raise MementoError(ErrorCode.FORBIDDEN, f"agentId: {requested_agent!r} is not allowed for this credential")
+    return Scope(principal.tenant_id, workspace, requested_agent, "agent", session_id)
+
+
+@router.post("/v1/tools/{name}")
+async def call_tool(name: str, request: Request) -> JSONResponse:
+    state = request.app.state
+    try:
+        principal = decode_principal(request.headers.get(HEADER), state.settings.internal_secret)
+    except (PrincipalError, ValueError, TypeError):
+        return JSONResponse({"error": {"code": "UNAUTHORIZED", "message": "caller is not authenticated"}}, 401)
+    spec = TOOLS.get(name)
+    handler = HANDLERS.get(name)
+    if spec is None or handler is None:
+        return JSONResponse({"error": {"code": "INVALID_PARAMETER", "message": f"unknown tool {name!r}"}}, 404)
+
+    started = time.perf_counter()
+    status = "ok"
+    with tracer.start_as_current_span(f"tool {name}", attributes={"memento.tool": name}):
+        try:
+            body = await request.json()
+            arguments = body.get("arguments") if isinstance(body, dict) else None
+            if arguments is not None and not isinstance(arguments, dict):
+                raise MementoError(ErrorCode.INVALID_PARAMETER, "arguments: must be an object", field="arguments")
+            if not principal.has_scope(spec.scope):
+                raise MementoError(ErrorCode.FORBIDDEN, f"this credential lacks the {spec.scope!r} scope")
+            args = spec.parse(arguments)
+            scope = resolve_scope(
+                principal, getattr(args, "agentId", None), request.headers.get("X-Memento-Session-Id")
+            )
+            ctx = ToolContext(
+                principal=principal,
+                scope=scope,
+                uow=state.uow,
+                redis=state.l1_redis,
+                embedder=state.embedder,
+                profile=state.profile,
+                settings=state.settings,
+                background=state.background,
+            )
+            result = await handler(ctx, args)
+            payload = {"result": result}
+        except MementoError as exc:
+            status = exc.code.value
+            payload = exc.to_body()
+        except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, TimeoutError) as exc:
+            status = ErrorCode.STORAGE_ERROR.value
+            log.error("tool.storage_error", extra={"tool": name, "error_type": type(exc).__name__})
+            payload = MementoError(
+                ErrorCode.STORAGE_ERROR, "the database is unavailable; nothing was changed"
+            ).to_body()
+        except Exception as exc:
+            status = ErrorCode.STORAGE_ERROR.value
+            log.exception("tool.failed", extra={"tool": name, "error_type": type(exc).__name__})
+            payload = MementoError(ErrorCode.STORAGE_ERROR, "internal error; nothing was changed").to_body()
+    TOOL_CALLS.labels(name, status).inc()
+    TOOL_LATENCY.labels(name, status).observe(time.perf_counter() - started)
+    return JSONResponse(payload)

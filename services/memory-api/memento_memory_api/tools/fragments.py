@@ -1,0 +1,103 @@
+"""Seed 000 tools (the `fragments` profile)."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from memento_shared.domain.fragments import DEFAULT_IMPORTANCE, content_hash, infer_ttl, new_fragment_id, truncate
+from memento_shared.errors import ErrorCode, MementoError, invalid, not_found
+from memento_shared.text.keywords import extract_keywords, normalise_keywords
+from memento_shared.text.redaction import redact_pii
+from memento_shared.text.tokenizer import count_tokens
+from memento_shared.tools.fragments import RecallArgs, RememberArgs
+
+from memento_memory_api.context import ToolContext
+from memento_memory_api.recall import l1
+from memento_memory_api.recall.cascade import recall as run_recall
+from memento_memory_api.repositories import fragments as repo
+from memento_memory_api.tools.registry import handles
+
+
+def build_fragment(args: RememberArgs, ctx: ToolContext) -> dict[str, Any]:
+    """FragmentFactory (§6.2): mask PII, truncate, hash, keywords, importance, TTL tier, tokens."""
+    content = truncate(redact_pii(args.content))
+    keywords = normalise_keywords(args.keywords) if args.keywords else extract_keywords(content)
+    importance = args.importance if args.importance is not None else DEFAULT_IMPORTANCE[args.type]
+    return {
+        "id": new_fragment_id(),
+        "tenant_id": ctx.scope.tenant_id,
+        "workspace": ctx.scope.workspace,
+        "agent_id": ctx.scope.agent_id,
+        "content": content,
+        "topic": args.topic.strip(),
+        "keywords": keywords,
+        "type": args.type,
+        "importance": float(importance),
+        "content_hash": content_hash(content),
+        "source": args.source,
+        "ttl_tier": infer_ttl(args.type, importance),
+        "estimated_tokens": count_tokens(content),
+        "is_anchor": args.isAnchor,
+    }
+
+
+@handles("remember")
+async def remember(ctx: ToolContext, args: RememberArgs) -> dict[str, Any]:
+    fragment = build_fragment(args, ctx)
+    if args.scope == "session":
+        return await _remember_in_session(ctx, fragment)
+    async with ctx.uow(ctx.scope) as uow:
+        new_id = await repo.insert(uow.conn, fragment)
+        if new_id is None:
+            existing = await repo.id_by_hash(
+                uow.conn, fragment["tenant_id"], fragment["workspace"], fragment["agent_id"], fragment["content_hash"]
+            )
+            return {"success": True, "id": existing, "created": False}
+        if args.linkedTo:
+            targets = list(dict.fromkeys(args.linkedTo))
+            visible = await repo.visible_ids(uow.conn, targets)
+            for target in targets:
+                if target not in visible:
+                    raise not_found(f"linkedTo fragment {target!r}")
+                await repo.add_link(uow.conn, fragment, new_id, target, "related")
+        uow.emit(
+            "fragment.stored",
+            {"fragment_id": new_id, "content_hash": fragment["content_hash"], "agent_id": fragment["agent_id"]},
+        )
+
+        async def index_l1() -> None:
+            await l1.index(
+                ctx.redis,
+                fragment["tenant_id"],
+                fragment["workspace"],
+                fragment["agent_id"],
+                new_id,
+                fragment["keywords"],
+            )
+
+        uow.after_commit.append(index_l1)
+    return {"success": True, "id": new_id, "created": True}
+
+
+async def _remember_in_session(ctx: ToolContext, fragment: dict[str, Any]) -> dict[str, Any]:
+    """Working memory (§5.2 scope "session"): a Redis list that expires with the MCP session."""
+    if not ctx.scope.session_id:
+        raise invalid("scope", "'session' needs an MCP session (the gateway supplies it)")
+    if ctx.redis is None:
+        raise MementoError(ErrorCode.STORAGE_ERROR, "working memory needs Redis, which is unavailable")
+    key = f"memento:wm:{{{ctx.scope.tenant_id}}}:{ctx.scope.workspace}:{ctx.scope.session_id}"
+    fragment = {k: v for k, v in fragment.items() if k not in ("tenant_id", "workspace")}
+    fragment["created_at"] = time.time()
+    async with ctx.redis.pipeline(transaction=True) as pipe:
+        pipe.rpush(key, json.dumps(fragment))
+        pipe.ltrim(key, -500, -1)
+        pipe.expire(key, ctx.settings.session_ttl_minutes * 60)
+        await pipe.execute()
+    return {"success": True, "id": fragment["id"], "created": True}
+
+
+@handles("recall")
+async def recall(ctx: ToolContext, args: RecallArgs) -> dict[str, Any]:
+    return await run_recall(ctx, args)

@@ -1,0 +1,37 @@
+"""asyncpg pool with the pgvector and jsonb codecs, named per service in pg_stat_activity."""
+
+from __future__ import annotations
+
+import json
+
+import asyncpg
+from pgvector.asyncpg import register_vector
+
+from memento_shared.settings import Settings
+
+
+async def _init_connection(conn: asyncpg.Connection) -> None:
+    await register_vector(conn)
+    await conn.set_type_codec("jsonb", encoder=json.dumps, decoder=json.loads, schema="pg_catalog")
+
+
+async def create_pool(
+    settings: Settings, service: str, *, min_size: int = 1, max_size: int | None = None
+) -> asyncpg.Pool:
+    return await asyncpg.create_pool(
+        settings.database_url,
+        min_size=min_size,
+        max_size=max_size or settings.db_max_connections,
+        max_inactive_connection_lifetime=settings.db_idle_timeout_ms / 1000,
+        timeout=settings.db_conn_timeout_ms / 1000,
+        command_timeout=settings.db_query_timeout_ms / 1000,
+        init=_init_connection,
+        server_settings={"application_name": f"memento.{service}", "search_path": "agent_memory,public"},
+    )
+
+
+async def assert_not_privileged(pool: asyncpg.Pool) -> None:
+    """Refuse to run as a role that bypasses row-level security: isolation would silently vanish."""
+    row = await pool.fetchrow("SELECT rolsuper, rolbypassrls FROM pg_roles WHERE rolname = current_user")
+    if row and (row["rolsuper"] or row["rolbypassrls"]):
+        raise RuntimeError("DATABASE_URL logs in as a superuser or BYPASSRLS role; use the service role")

@@ -1,0 +1,46 @@
+"""The stable tool error codes (SPEC "Errors") and the exception that carries them."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class ErrorCode(StrEnum):
+    INVALID_PARAMETER = "INVALID_PARAMETER"
+    MEMORY_NOT_FOUND = "MEMORY_NOT_FOUND"
+    STORAGE_ERROR = "STORAGE_ERROR"
+    EMBEDDING_ERROR = "EMBEDDING_ERROR"
+    RESOURCE_BUSY = "RESOURCE_BUSY"
+    UNAUTHORIZED = "UNAUTHORIZED"
+    FORBIDDEN = "FORBIDDEN"
+    PAYLOAD_TOO_LARGE = "PAYLOAD_TOO_LARGE"
+    RATE_LIMITED = "RATE_LIMITED"
+    CONFLICT = "CONFLICT"
+
+
+RETRYABLE = {ErrorCode.RESOURCE_BUSY, ErrorCode.RATE_LIMITED, ErrorCode.STORAGE_ERROR}
+
+
+class MementoError(Exception):
+    """A failure the caller can act on; becomes an `isError` tool result with a structured body."""
+
+    def __init__(self, code: ErrorCode, message: str, *, field: str | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.field = field
+
+    def to_body(self) -> dict:
+        error: dict = {"code": self.code.value, "message": self.message, "retryable": self.code in RETRYABLE}
+        if self.field:
+            error["field"] = self.field
+        return {"error": error}
+
+
+def invalid(field: str, message: str) -> MementoError:
+    return MementoError(ErrorCode.INVALID_PARAMETER, f"{field}: {message}", field=field)
+
+
+def not_found(what: str) -> MementoError:
+    # One answer for unknown and invisible ids: existence must not leak across agents or tenants.
+    return MementoError(ErrorCode.MEMORY_NOT_FOUND, f"{what} not found")

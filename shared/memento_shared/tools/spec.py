@@ -1,0 +1,77 @@
+"""ToolSpec: the contract of one MCP tool (name, schemas, annotations, profile). No behaviour lives here."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from memento_shared.errors import MementoError, invalid
+
+
+class Args(BaseModel):
+    """Base for tool arguments: strict types, unknown fields refused (a typo must not be silently ignored)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    name: str
+    title: str
+    description: str
+    args_model: type[Args]
+    result_model: type[BaseModel]
+    profile: str
+    read_only: bool = False
+    destructive: bool = False
+    idempotent: bool = False
+    scope: str = "write"  # credential scope needed: read or write
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def input_schema(self) -> dict[str, Any]:
+        return _clean_schema(self.args_model.model_json_schema())
+
+    def output_schema(self) -> dict[str, Any]:
+        return _clean_schema(self.result_model.model_json_schema())
+
+    def annotations(self) -> dict[str, Any]:
+        return {
+            "title": self.title,
+            "readOnlyHint": self.read_only,
+            "destructiveHint": self.destructive,
+            "idempotentHint": self.idempotent,
+            "openWorldHint": False,
+        }
+
+    def parse(self, arguments: dict[str, Any] | None) -> Args:
+        """Validate arguments; the first problem becomes INVALID_PARAMETER naming the field."""
+        try:
+            return self.args_model.model_validate(arguments or {})
+        except ValidationError as exc:
+            raise _to_invalid(exc) from None
+
+
+def _to_invalid(exc: ValidationError) -> MementoError:
+    err = exc.errors(include_url=False)[0]
+    field_name = ".".join(str(p) for p in err["loc"]) or "arguments"
+    kind = err["type"]
+    if kind == "missing":
+        message = "is required"
+    elif kind == "extra_forbidden":
+        message = "is not a known parameter"
+    elif kind == "literal_error":
+        message = f"must be one of {err['ctx']['expected']}"
+    else:
+        message = err["msg"][0].lower() + err["msg"][1:]
+    return invalid(field_name, message)
+
+
+def _clean_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    """Inline $defs-free schemas keep clients simple; drop pydantic's titles noise on properties."""
+    schema = dict(schema)
+    schema.pop("title", None)
+    for prop in schema.get("properties", {}).values():
+        prop.pop("title", None)
+    return schema

@@ -1,0 +1,120 @@
+"""remember and recall through memory-api's tool route, on real Postgres and Valkey."""
+
+from __future__ import annotations
+
+import pytest
+
+
+async def count_rows(owner_pool, tenant: str) -> tuple[int, int]:
+    fragments = await owner_pool.fetchval("SELECT count(*) FROM agent_memory.fragments WHERE tenant_id = $1", tenant)
+    events = await owner_pool.fetchval("SELECT count(*) FROM agent_memory.outbox WHERE tenant_id = $1", tenant)
+    return fragments, events
+
+
+async def test_remember_then_recall_by_keywords(memory_api, tenant, owner_pool):
+    stored = await memory_api.call("remember", {"content": "Postgres listens on port 5433 in staging",
+                                                "topic": "database", "type": "fact",
+                                                "keywords": ["postgres", "staging"]}, tenant=tenant)
+    assert stored["result"]["success"] is True and stored["result"]["created"] is True
+    frag_id = stored["result"]["id"]
+    assert frag_id.startswith("frag-") and len(frag_id) == 21
+
+    found = await memory_api.call("recall", {"keywords": ["staging", "postgres"]}, tenant=tenant)
+    fragments = found["result"]["fragments"]
+    assert [f["id"] for f in fragments] == [frag_id]
+    assert fragments[0]["tier"] == "L1"  # found through the Redis sets, before any embedding exists
+    assert fragments[0]["ttl_tier"] == "warm" and fragments[0]["importance"] == 0.5
+    assert found["result"]["totalTokens"] > 0
+    assert await count_rows(owner_pool, tenant) == (1, 1)
+
+
+async def test_recall_falls_back_to_l2_when_l1_is_empty(memory_api, tenant, redis_client):
+    stored = await memory_api.call("remember", {"content": "Use blue-green deploys for the billing service",
+                                                "topic": "deployment", "type": "procedure"}, tenant=tenant)
+    # keywords were extracted (none given); wipe this tenant's L1 sets to force the GIN path
+    keys = [k async for k in redis_client.scan_iter(f"memento:l1:{{{tenant}}}:*")]
+    assert keys, "remember must index its keywords in L1"
+    await redis_client.delete(*keys)
+    found = await memory_api.call("recall", {"keywords": ["billing"]}, tenant=tenant)
+    assert [(f["id"], f["tier"]) for f in found["result"]["fragments"]] == [(stored["result"]["id"], "L2")]
+
+
+async def test_same_content_twice_returns_existing_id(memory_api, tenant, owner_pool):
+    args = {"content": "The CI cache key includes the lockfile hash", "topic": "ci", "type": "fact"}
+    first = await memory_api.call("remember", args, tenant=tenant)
+    second = await memory_api.call("remember", args, tenant=tenant)
+    assert second["result"] == {"success": True, "id": first["result"]["id"], "created": False}
+    assert await count_rows(owner_pool, tenant) == (1, 1)
+
+
+async def test_pii_is_masked_and_content_truncated(memory_api, tenant, owner_pool):
+    content = "Contact ops@example.com, password: hunter2 " + "x" * 400
+    stored = await memory_api.call("remember", {"content": content, "topic": "ops", "type": "fact"}, tenant=tenant)
+    row = await owner_pool.fetchrow("SELECT content, content_hash FROM agent_memory.fragments WHERE id = $1",
+                                    stored["result"]["id"])
+    assert "ops@example.com" not in row["content"] and "hunter2" not in row["content"]
+    assert "[REDACTED_EMAIL]" in row["content"] and "[REDACTED_PWD]" in row["content"]
+    assert len(row["content"]) == 300 and row["content"].endswith("…")
+
+
+@pytest.mark.parametrize(
+    ("arguments", "field"),
+    [
+        ({"topic": "x", "type": "fact"}, "content"),
+        ({"content": "c", "topic": "x", "type": "opinion"}, "type"),
+        ({"content": "c", "topic": "x", "type": "fact", "importance": 2}, "importance"),
+        ({"content": "c", "topic": "x", "type": "fact", "importance": "high"}, "importance"),
+        ({"content": "   ", "topic": "x", "type": "fact"}, "content"),
+        ({"content": "c", "topic": "x", "type": "fact", "colour": "red"}, "colour"),
+        ({"content": "c", "topic": "x", "type": "fact", "keywords": ["k"] * 21}, "keywords"),
+    ],
+)
+async def test_bad_input_names_the_field_and_writes_nothing(memory_api, tenant, owner_pool, arguments, field):
+    answer = await memory_api.call("remember", arguments, tenant=tenant)
+    assert answer["error"]["code"] == "INVALID_PARAMETER"
+    assert answer["error"]["field"] == field and answer["error"]["message"].startswith(field)
+    assert await count_rows(owner_pool, tenant) == (0, 0)
+
+
+async def test_linked_to_unknown_fragment_rolls_back_everything(memory_api, tenant, owner_pool):
+    answer = await memory_api.call("remember", {"content": "depends on nothing", "topic": "x", "type": "fact",
+                                                "linkedTo": ["frag-0000000000000000"]}, tenant=tenant)
+    assert answer["error"]["code"] == "MEMORY_NOT_FOUND"
+    assert await count_rows(owner_pool, tenant) == (0, 0)
+
+
+async def test_linked_to_creates_the_edge(memory_api, tenant, owner_pool):
+    cause = await memory_api.call("remember", {"content": "disk full on db-1", "topic": "incident", "type": "error"},
+                                  tenant=tenant)
+    fix = await memory_api.call("remember", {"content": "rotate WAL archives on db-1", "topic": "incident",
+                                             "type": "procedure", "linkedTo": [cause["result"]["id"]]}, tenant=tenant)
+    edge = await owner_pool.fetchrow("SELECT from_id, to_id, relation_type FROM agent_memory.fragment_links"
+                                     " WHERE tenant_id = $1", tenant)
+    assert tuple(edge) == (fix["result"]["id"], cause["result"]["id"], "related")
+    found = await memory_api.call("recall", {"keywords": ["wal"]}, tenant=tenant)
+    ids = [(f["id"], f["linked"]) for f in found["result"]["fragments"]]
+    assert ids == [(fix["result"]["id"], False), (cause["result"]["id"], True)]
+
+
+async def test_token_budget_cuts_the_answer(memory_api, tenant):
+    for i in range(5):
+        await memory_api.call("remember", {"content": f"budget note number {i} about the quota service limits",
+                                           "topic": "quota", "type": "fact", "keywords": ["quota"]}, tenant=tenant)
+    full = await memory_api.call("recall", {"keywords": ["quota"]}, tenant=tenant)
+    one = full["result"]["fragments"][0]
+    tokens = full["result"]["totalTokens"] // 5
+    cut = await memory_api.call("recall", {"keywords": ["quota"], "tokenBudget": tokens * 2}, tenant=tenant)
+    assert full["result"]["count"] == 5 and cut["result"]["count"] == 2
+    assert cut["result"]["totalTokens"] <= tokens * 2 and one["id"] in [f["id"] for f in full["result"]["fragments"]]
+
+
+async def test_session_scope_goes_to_working_memory_not_postgres(memory_api, tenant, owner_pool, redis_client):
+    answer = await memory_api.call("remember", {"content": "currently editing parser.py", "topic": "task",
+                                                "type": "fact", "scope": "session"}, tenant=tenant, session_id="s-1")
+    assert answer["result"]["created"] is True
+    assert await count_rows(owner_pool, tenant) == (0, 0)
+    key = f"memento:wm:{{{tenant}}}:default:s-1"
+    assert await redis_client.llen(key) == 1 and 0 < await redis_client.ttl(key) <= 3600
+    no_session = await memory_api.call("remember", {"content": "x", "topic": "t", "type": "fact", "scope": "session"},
+                                       tenant=tenant)
+    assert no_session["error"]["field"] == "scope"
