@@ -30,15 +30,15 @@ async def test_tools_list_remember_and_recall_by_keywords_then_by_meaning(system
     async with mcp_client(system) as client:
         tools = {t.name: t for t in (await client.list_tools()).tools}
         assert {"remember", "recall"} <= set(tools)
-        assert tools["remember"].inputSchema["required"] == ["content", "topic", "type"]
+        assert tools["remember"].input_schema["required"] == ["content", "topic", "type"]
 
         stored = await client.call_tool("remember", {
             "content": "Releases go to production every Tuesday right after the morning standup",
             "topic": "deployment", "type": "procedure", "keywords": ["release", "tuesday"], "importance": 0.7,
         })
-        assert not stored.isError, stored
+        assert not stored.is_error, stored
         frag_id = payload(stored)["id"]
-        assert stored.structuredContent == {"success": True, "id": frag_id, "created": True}
+        assert stored.structured_content == {"success": True, "id": frag_id, "created": True}
 
         # by keywords: found at once, from Redis L1, before any embedding exists
         by_keywords = payload(await client.call_tool("recall", {"keywords": ["tuesday"]}))
@@ -73,7 +73,7 @@ async def _pause() -> None:
 async def test_bad_input_is_an_error_result_naming_the_field(system, arguments, field):
     async with mcp_client(system) as client:
         result = await client.call_tool("remember", arguments)
-        assert result.isError
+        assert result.is_error
         error = payload(result)["error"]
         assert error["code"] == "INVALID_PARAMETER" and error["field"] == field
         left = payload(await client.call_tool("recall", {"topic": "e2e-bad"}))
