@@ -13,8 +13,15 @@ import pytest
 # Nothing from the developer's shell may leak into the suite's configuration.
 for _name in list(os.environ):
     if _name.startswith(("MEMENTO_", "POSTGRES_", "DB_", "REDIS_")) or _name in (
-        "DATABASE_URL", "MIGRATION_DATABASE_URL", "PORT", "MEMORY_API_URL", "EMBEDDER_URL", "MEMORY_CONFIG",
-        "OPENAI_API_KEY", "GEMINI_API_KEY", "OTEL_EXPORTER_OTLP_ENDPOINT",
+        "DATABASE_URL",
+        "MIGRATION_DATABASE_URL",
+        "PORT",
+        "MEMORY_API_URL",
+        "EMBEDDER_URL",
+        "MEMORY_CONFIG",
+        "OPENAI_API_KEY",
+        "GEMINI_API_KEY",
+        "OTEL_EXPORTER_OTLP_ENDPOINT",
     ):
         del os.environ[_name]
 

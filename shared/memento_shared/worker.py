@@ -202,6 +202,7 @@ async def run_worker(
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     worker_task = asyncio.create_task(worker.main())
+    worker.main_task = worker_task  # arq's handle_sig cancels main_task, which only its own run() would set
     server_task = asyncio.create_task(server.serve())
     log.info("worker.started", extra={"worker": name, "port": port})
     await asyncio.wait(

@@ -15,7 +15,6 @@ from pathlib import Path
 
 import psutil
 import pytest
-
 from memento_devtools.embedded import free_port
 
 ACCESS_KEY = "e2e-access-key-" + "x" * 16
@@ -55,13 +54,16 @@ def system(tmp_path_factory: pytest.TempPathFactory) -> Iterator[System]:
     data_dir = tmp_path_factory.mktemp("e2e") / "memento-data"
     env = {**os.environ, "MEMENTO_DATA_DIR": str(data_dir), "PORT": str(free_port()), "MEMENTO_ACCESS_KEY": ACCESS_KEY}
     log = (data_dir.parent / "launcher.out").open("wb")
-    process = subprocess.Popen([sys.executable, "-m", "memento_devtools.launcher"], env=env, stdout=log,
-                               stderr=subprocess.STDOUT)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "memento_devtools.launcher"], env=env, stdout=log, stderr=subprocess.STDOUT
+    )
     run_file = data_dir / "run.json"
 
     def ready():
         if process.poll() is not None:
-            raise AssertionError(f"launcher exited {process.returncode}: {(data_dir.parent / 'launcher.out').read_text()}")
+            raise AssertionError(
+                f"launcher exited {process.returncode}: {(data_dir.parent / 'launcher.out').read_text()}"
+            )
         return run_file.exists() and json.loads(run_file.read_text())
 
     info = wait_for(ready, 180, "make run to report ready")

@@ -32,10 +32,16 @@ async def test_tools_list_remember_and_recall_by_keywords_then_by_meaning(system
         assert {"remember", "recall"} <= set(tools)
         assert tools["remember"].input_schema["required"] == ["content", "topic", "type"]
 
-        stored = await client.call_tool("remember", {
-            "content": "Releases go to production every Tuesday right after the morning standup",
-            "topic": "deployment", "type": "procedure", "keywords": ["release", "tuesday"], "importance": 0.7,
-        })
+        stored = await client.call_tool(
+            "remember",
+            {
+                "content": "Releases go to production every Tuesday right after the morning standup",
+                "topic": "deployment",
+                "type": "procedure",
+                "keywords": ["release", "tuesday"],
+                "importance": 0.7,
+            },
+        )
         assert not stored.is_error, stored
         frag_id = payload(stored)["id"]
         assert stored.structured_content == {"success": True, "id": frag_id, "created": True}
@@ -96,8 +102,12 @@ def test_requests_without_a_valid_key_never_reach_memory_api(system, authorizati
     headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
     if authorization:
         headers["Authorization"] = authorization
-    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-            "params": {"name": "remember", "arguments": {"content": "x", "topic": "t", "type": "fact"}}}
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "tools/call",
+        "params": {"name": "remember", "arguments": {"content": "x", "topic": "t", "type": "fact"}},
+    }
     response = httpx.post(system.mcp_url, json=body, headers=headers)
     assert response.status_code == 401
     challenge = response.headers["WWW-Authenticate"]
@@ -114,6 +124,8 @@ def test_health_and_metrics_on_every_service(system):
     for service in ("memory-api", "embedder", "evaluator", "consolidator"):
         health = httpx.get(system.service_url(service) + "/health")
         assert health.status_code == 200 and health.json()["postgres"] == "up", service
-    for url in [system.base_url] + [system.service_url(s) for s in ("memory-api", "embedder", "evaluator", "consolidator")]:
+    for url in [system.base_url] + [
+        system.service_url(s) for s in ("memory-api", "embedder", "evaluator", "consolidator")
+    ]:
         names = {f.name for f in text_string_to_metric_families(httpx.get(url + "/metrics").text)}
         assert "memento_http_requests" in names, url

@@ -3,11 +3,19 @@
 from __future__ import annotations
 
 import pytest
-
 from memento_shared.db.rls import set_principal
 
-TABLES = ["fragments", "fragment_embeddings", "fragment_links", "fragment_versions", "tool_feedback",
-          "task_feedback", "outbox", "dead_letters", "embedding_profiles"]
+TABLES = [
+    "fragments",
+    "fragment_embeddings",
+    "fragment_links",
+    "fragment_versions",
+    "tool_feedback",
+    "task_feedback",
+    "outbox",
+    "dead_letters",
+    "embedding_profiles",
+]
 
 
 async def test_every_table_forces_rls_and_the_service_role_owns_nothing(owner_pool):
@@ -25,16 +33,20 @@ async def test_every_table_forces_rls_and_the_service_role_owns_nothing(owner_po
 
 
 async def test_other_tenant_sees_nothing_through_the_tools(memory_api, tenant):
-    stored = await memory_api.call("remember", {"content": "tenant A secret plan", "topic": "plans", "type": "decision",
-                                                "keywords": ["plan"]}, tenant=tenant)
+    stored = await memory_api.call(
+        "remember",
+        {"content": "tenant A secret plan", "topic": "plans", "type": "decision", "keywords": ["plan"]},
+        tenant=tenant,
+    )
     assert stored["result"]["created"]
     other = tenant + "-b"
     for args in ({"keywords": ["plan"]}, {"text": "secret plan"}, {"topic": "plans"}, {}):
         answer = await memory_api.call("recall", args, tenant=other)
         assert answer["result"]["fragments"] == [], args
     # the same content in tenant B is a new fragment, not "created: false" (that would leak existence)
-    again = await memory_api.call("remember", {"content": "tenant A secret plan", "topic": "plans", "type": "decision"},
-                                  tenant=other)
+    again = await memory_api.call(
+        "remember", {"content": "tenant A secret plan", "topic": "plans", "type": "decision"}, tenant=other
+    )
     assert again["result"]["created"] is True and again["result"]["id"] != stored["result"]["id"]
 
 
@@ -60,10 +72,14 @@ async def test_other_tenant_sees_nothing_through_raw_sql(memory_api, tenant, app
 
 
 async def test_agents_see_their_own_and_default_but_not_each_other(memory_api, tenant):
-    await memory_api.call("remember", {"content": "alice private note", "topic": "n", "type": "fact",
-                                       "keywords": ["note"], "agentId": "alice"}, tenant=tenant)
-    await memory_api.call("remember", {"content": "shared team note", "topic": "n", "type": "fact",
-                                       "keywords": ["note"]}, tenant=tenant)
+    await memory_api.call(
+        "remember",
+        {"content": "alice private note", "topic": "n", "type": "fact", "keywords": ["note"], "agentId": "alice"},
+        tenant=tenant,
+    )
+    await memory_api.call(
+        "remember", {"content": "shared team note", "topic": "n", "type": "fact", "keywords": ["note"]}, tenant=tenant
+    )
     bob = await memory_api.call("recall", {"keywords": ["note"], "agentId": "bob"}, tenant=tenant)
     assert [f["content"] for f in bob["result"]["fragments"]] == ["shared team note"]
     alice = await memory_api.call("recall", {"keywords": ["note"], "agentId": "alice"}, tenant=tenant)
@@ -76,8 +92,9 @@ async def test_agents_see_their_own_and_default_but_not_each_other(memory_api, t
 
 
 async def test_principal_must_be_signed(memory_api):
-    response = await memory_api.client.post("/v1/tools/recall", json={"arguments": {}},
-                                            headers={"X-Memento-Principal": "e30.deadbeef"})
+    response = await memory_api.client.post(
+        "/v1/tools/recall", json={"arguments": {}}, headers={"X-Memento-Principal": "e30.deadbeef"}
+    )
     assert response.status_code == 401
     response = await memory_api.client.post("/v1/tools/recall", json={"arguments": {}})
     assert response.status_code == 401

@@ -7,7 +7,6 @@ import json
 
 import pytest
 from arq.connections import ArqRedis
-
 from memento_embedder.batching import Batcher
 from memento_embedder.handlers import embed_fragment
 from memento_memory_api.outbox_relay import relay_once
@@ -36,7 +35,8 @@ async def _insert_fragment(uow, tenant: str, frag_id: str) -> None:
     await uow.conn.execute(
         "INSERT INTO agent_memory.fragments (id, tenant_id, workspace, agent_id, content, topic, type, importance,"
         " content_hash, ttl_tier) VALUES ($1, $2, 'default', 'default', 'outbox test', 't', 'fact', 0.5, $1, 'warm')",
-        frag_id, tenant,
+        frag_id,
+        tenant,
     )
     uow.emit("fragment.stored", {"fragment_id": frag_id})
 
@@ -53,7 +53,9 @@ async def test_rolled_back_write_leaves_neither_fragment_nor_event(app_pool, own
     async with uow_factory(Scope(tenant, "default", "default")) as uow:
         await _insert_fragment(uow, tenant, "frag-commit-" + tenant)
     assert await owner_pool.fetchval("SELECT count(*) FROM agent_memory.fragments WHERE tenant_id = $1", tenant) == 1
-    event = await owner_pool.fetchrow("SELECT event_type, payload FROM agent_memory.outbox WHERE tenant_id = $1", tenant)
+    event = await owner_pool.fetchrow(
+        "SELECT event_type, payload FROM agent_memory.outbox WHERE tenant_id = $1", tenant
+    )
     assert event["event_type"] == "fragment.stored"
     assert json.loads(event["payload"])["fragment_id"] == "frag-commit-" + tenant
 
@@ -67,12 +69,14 @@ async def test_relaying_the_same_event_twice_embeds_once(app_pool, owner_pool, s
         event_id = str(await owner_pool.fetchval("SELECT id FROM agent_memory.outbox WHERE tenant_id = $1", tenant))
 
         # relay it, then pretend the relay crashed before marking it published and relay it again
-        while await owner_pool.fetchval("SELECT published_at IS NULL FROM agent_memory.outbox WHERE id = $1::uuid",
-                                        event_id):
+        while await owner_pool.fetchval(
+            "SELECT published_at IS NULL FROM agent_memory.outbox WHERE id = $1::uuid", event_id
+        ):
             await relay_once(app_pool, queue)
         await owner_pool.execute("UPDATE agent_memory.outbox SET published_at = NULL WHERE id = $1::uuid", event_id)
-        while await owner_pool.fetchval("SELECT published_at IS NULL FROM agent_memory.outbox WHERE id = $1::uuid",
-                                        event_id):
+        while await owner_pool.fetchval(
+            "SELECT published_at IS NULL FROM agent_memory.outbox WHERE id = $1::uuid", event_id
+        ):
             await relay_once(app_pool, queue)
 
         jobs = await queue.queued_jobs(queue_name=queue_key("embedder"))
@@ -87,7 +91,8 @@ async def test_relaying_the_same_event_twice_embeds_once(app_pool, owner_pool, s
         await embed_fragment(mine[0].args[0], rt)
         assert provider.texts == ["outbox test"]
         stored = await owner_pool.fetchval(
-            "SELECT count(*) FROM agent_memory.fragment_embeddings WHERE fragment_id = $1", frag_id)
+            "SELECT count(*) FROM agent_memory.fragment_embeddings WHERE fragment_id = $1", frag_id
+        )
         assert stored == 1
     finally:
         await queue.aclose()

