@@ -23,6 +23,7 @@ from typing import TypeVar
 import asyncpg
 import psutil
 import pytest
+
 from memento_devtools.embedded import (
     EmbeddedPostgres,
     ValkeyReplyError,

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+
 from memento_devtools.embedded import free_port
 
 ACCESS_KEY = "e2e-access-key-" + "x" * 16

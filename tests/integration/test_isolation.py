@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from memento_shared.db.rls import set_principal
 
 TABLES = [

@@ -7,6 +7,7 @@ import json
 
 import pytest
 from arq.connections import ArqRedis
+
 from memento_embedder.batching import Batcher
 from memento_embedder.handlers import embed_fragment
 from memento_memory_api.outbox_relay import relay_once

@@ -10,6 +10,7 @@ import time
 
 import httpx
 import pytest
+
 from memento_devtools.embedded import free_port
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from memento_shared.domain.fragments import content_hash, infer_ttl, truncate
 from memento_shared.text.keywords import extract_keywords
 from memento_shared.text.redaction import redact_pii

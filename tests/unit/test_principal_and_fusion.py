@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import pytest
+
 from memento_memory_api.recall.fusion import rrf
 from memento_shared.principal import Principal, PrincipalError, decode_principal, encode_principal
 

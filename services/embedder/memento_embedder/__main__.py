@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import asyncio
 
-from memento_shared.settings import Settings
-from memento_shared.worker import Runtime, run_worker
-
 from memento_embedder.api import ROUTES
 from memento_embedder.batching import Batcher
 from memento_embedder.handlers import HANDLERS
 from memento_embedder.providers.offline import OfflineProvider
+from memento_shared.settings import Settings
+from memento_shared.worker import Runtime, run_worker
 
 
 async def on_startup(rt: Runtime) -> None:

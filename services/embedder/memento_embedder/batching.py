@@ -10,9 +10,9 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
-from memento_shared.telemetry.metrics import EMBEDDED_TEXTS, EMBEDDER_ERRORS, EMBEDDER_LATENCY
 
 from memento_embedder.providers.base import InputType, Provider
+from memento_shared.telemetry.metrics import EMBEDDED_TEXTS, EMBEDDER_ERRORS, EMBEDDER_LATENCY
 
 
 class Batcher:

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import asyncio
 
+from memento_evaluator.handlers import HANDLERS
 from memento_shared.settings import Settings
 from memento_shared.worker import run_worker
-
-from memento_evaluator.handlers import HANDLERS
 
 
 def main() -> None:

@@ -6,12 +6,11 @@ import asyncio
 import logging
 import signal
 
+from memento_gateway.app import create_app
 from memento_shared.http import make_server
 from memento_shared.settings import Settings
 from memento_shared.telemetry.logging import setup_logging
 from memento_shared.telemetry.tracing import setup_tracing
-
-from memento_gateway.app import create_app
 
 log = logging.getLogger("memento_gateway")
 

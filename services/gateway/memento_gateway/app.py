@@ -10,10 +10,6 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import redis.asyncio as aioredis
-from memento_shared.http import RequestMetrics
-from memento_shared.settings import Settings
-from memento_shared.telemetry.metrics import ACTIVE_SESSIONS, metrics_endpoint
-from memento_shared.tools.registry import DEFAULT_PROFILES, PROFILES
 from opentelemetry import trace
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -32,6 +28,10 @@ from memento_gateway.mcp.protocol import (
 )
 from memento_gateway.mcp.sessions import SessionStore
 from memento_gateway.upstream import Upstream
+from memento_shared.http import RequestMetrics
+from memento_shared.settings import Settings
+from memento_shared.telemetry.metrics import ACTIVE_SESSIONS, metrics_endpoint
+from memento_shared.tools.registry import DEFAULT_PROFILES, PROFILES
 
 log = logging.getLogger(__name__)
 tracer = trace.get_tracer("memento.gateway")

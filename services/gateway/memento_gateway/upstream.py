@@ -7,6 +7,7 @@ import logging
 from typing import Any
 
 import httpx
+
 from memento_shared.principal import HEADER, Principal, encode_principal
 from memento_shared.telemetry.tracing import inject_headers
 

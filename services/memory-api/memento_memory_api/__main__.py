@@ -5,12 +5,11 @@ from __future__ import annotations
 import asyncio
 import signal
 
+from memento_memory_api.app import create_app
 from memento_shared.http import make_server
 from memento_shared.settings import Settings
 from memento_shared.telemetry.logging import setup_logging
 from memento_shared.telemetry.tracing import setup_tracing
-
-from memento_memory_api.app import create_app
 
 
 async def serve(settings: Settings) -> None:

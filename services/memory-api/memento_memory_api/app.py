@@ -8,10 +8,6 @@ from collections.abc import AsyncIterator
 
 import httpx
 from fastapi import FastAPI
-from memento_shared.db.pool import assert_not_privileged, create_pool
-from memento_shared.http import RequestMetrics
-from memento_shared.settings import Settings
-from memento_shared.worker import create_queue_pool
 
 from memento_memory_api import tools  # noqa: F401  (binds the handlers)
 from memento_memory_api.context import Profile
@@ -20,6 +16,10 @@ from memento_memory_api.outbox_relay import Relay
 from memento_memory_api.routes import health
 from memento_memory_api.routes import tools as tool_routes
 from memento_memory_api.uow import UnitOfWorkFactory
+from memento_shared.db.pool import assert_not_privileged, create_pool
+from memento_shared.http import RequestMetrics
+from memento_shared.settings import Settings
+from memento_shared.worker import create_queue_pool
 
 log = logging.getLogger(__name__)
 

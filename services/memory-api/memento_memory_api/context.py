@@ -5,12 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from memento_shared.principal import Principal
-from memento_shared.settings import Settings
 from redis.asyncio import Redis
 
 from memento_memory_api.embedding_client import EmbeddingClient
 from memento_memory_api.uow import Scope, UnitOfWorkFactory
+from memento_shared.principal import Principal
+from memento_shared.settings import Settings
 
 
 @dataclass(frozen=True)

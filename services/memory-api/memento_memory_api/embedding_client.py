@@ -11,6 +11,7 @@ from collections import OrderedDict
 
 import httpx
 import numpy as np
+
 from memento_shared.telemetry.tracing import inject_headers
 
 

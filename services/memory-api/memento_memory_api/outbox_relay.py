@@ -10,13 +10,14 @@ import logging
 
 import asyncpg
 from arq.connections import ArqRedis
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+
 from memento_shared.db.outbox import CHANNEL, backlog, claim_batch, mark_published
 from memento_shared.db.rls import set_system
 from memento_shared.events import CONSUMERS, envelope, job_id, queue_key
 from memento_shared.telemetry.metrics import OUTBOX_BACKLOG, OUTBOX_RELAYED
 from memento_shared.telemetry.tracing import current_traceparent, extract_context
-from opentelemetry import context as otel_context
-from opentelemetry import trace
 
 log = logging.getLogger(__name__)
 tracer = trace.get_tracer("memento.relay")

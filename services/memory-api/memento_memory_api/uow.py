@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import asyncpg
+
 from memento_shared.db.outbox import insert_events
 from memento_shared.db.rls import Access, set_principal
 from memento_shared.events import Event

@@ -6,12 +6,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from memento_shared.tools.registry import TOOLS, tools_for
 from opentelemetry import trace
 
 from memento_gateway.mcp import versions
 from memento_gateway.mcp.sessions import Session
 from memento_gateway.upstream import Upstream
+from memento_shared.tools.registry import TOOLS, tools_for
 
 PARSE_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, INVALID_PARAMS = -32700, -32600, -32601, -32602
 SERVER_INFO = {"name": "memento", "title": "Memento memory server", "version": "0.1.0"}

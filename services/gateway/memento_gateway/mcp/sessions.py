@@ -8,8 +8,9 @@ import secrets
 import time
 from dataclasses import asdict, dataclass
 
-from memento_shared.principal import Principal
 from redis.asyncio import Redis
+
+from memento_shared.principal import Principal
 
 INDEX = "memento:sessions"
 

@@ -9,16 +9,15 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
-from memento_shared.db.rls import set_principal
-from memento_shared.telemetry.metrics import RECALL_TIER_HITS, SEARCH_LATENCY
-from memento_shared.text.keywords import normalise_keywords
-from memento_shared.tools.fragments import RecallArgs
-
 from memento_memory_api.context import ToolContext
 from memento_memory_api.embedding_client import EmbeddingUnavailable
 from memento_memory_api.recall import l1, lexical, vector
 from memento_memory_api.recall.fusion import rrf
 from memento_memory_api.repositories import fragments as repo
+from memento_shared.db.rls import set_principal
+from memento_shared.telemetry.metrics import RECALL_TIER_HITS, SEARCH_LATENCY
+from memento_shared.text.keywords import normalise_keywords
+from memento_shared.tools.fragments import RecallArgs
 
 log = logging.getLogger(__name__)
 CANDIDATES = 50

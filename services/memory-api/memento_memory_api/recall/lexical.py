@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 
 import asyncpg
+
 from memento_shared.text.keywords import STOPWORDS
 
 _TERM = re.compile(r"[0-9A-Za-z가-힣_]+")

@@ -6,6 +6,7 @@ import asyncio
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
+
 from memento_shared.telemetry.metrics import metrics_endpoint
 
 router = APIRouter()

@@ -12,15 +12,15 @@ import time
 import asyncpg
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
-from memento_shared.errors import ErrorCode, MementoError
-from memento_shared.principal import HEADER, Principal, PrincipalError, decode_principal
-from memento_shared.telemetry.metrics import TOOL_CALLS, TOOL_LATENCY
-from memento_shared.tools.registry import TOOLS
 from opentelemetry import trace
 
 from memento_memory_api.context import ToolContext
 from memento_memory_api.tools.registry import HANDLERS
 from memento_memory_api.uow import Scope
+from memento_shared.errors import ErrorCode, MementoError
+from memento_shared.principal import HEADER, Principal, PrincipalError, decode_principal
+from memento_shared.telemetry.metrics import TOOL_CALLS, TOOL_LATENCY
+from memento_shared.tools.registry import TOOLS
 
 log = logging.getLogger(__name__)
 router = APIRouter()

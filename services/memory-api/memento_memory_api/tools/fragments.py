@@ -6,18 +6,17 @@ import json
 import time
 from typing import Any
 
+from memento_memory_api.context import ToolContext
+from memento_memory_api.recall import l1
+from memento_memory_api.recall.cascade import recall as run_recall
+from memento_memory_api.repositories import fragments as repo
+from memento_memory_api.tools.registry import handles
 from memento_shared.domain.fragments import DEFAULT_IMPORTANCE, content_hash, infer_ttl, new_fragment_id, truncate
 from memento_shared.errors import ErrorCode, MementoError, invalid, not_found
 from memento_shared.text.keywords import extract_keywords, normalise_keywords
 from memento_shared.text.redaction import redact_pii
 from memento_shared.text.tokenizer import count_tokens
 from memento_shared.tools.fragments import RecallArgs, RememberArgs
-
-from memento_memory_api.context import ToolContext
-from memento_memory_api.recall import l1
-from memento_memory_api.recall.cascade import recall as run_recall
-from memento_memory_api.repositories import fragments as repo
-from memento_memory_api.tools.registry import handles
 
 
 def build_fragment(args: RememberArgs, ctx: ToolContext) -> dict[str, Any]:
