@@ -1,0 +1,3 @@
+from memento_memory_api.cli import main
+
+main()
