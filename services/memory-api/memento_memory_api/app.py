@@ -13,6 +13,7 @@ from memento_memory_api import tools  # noqa: F401  (binds the handlers)
 from memento_memory_api.context import Profile
 from memento_memory_api.embedding_client import EmbeddingClient
 from memento_memory_api.outbox_relay import Relay
+from memento_memory_api.recall.l1 import L1Keeper
 from memento_memory_api.routes import health
 from memento_memory_api.routes import tools as tool_routes
 from memento_memory_api.uow import UnitOfWorkFactory
@@ -50,11 +51,14 @@ def create_app(settings: Settings) -> FastAPI:
         state.background = set()
         state.relay = Relay(state.pool, state.queue, settings.database_url)
         state.relay.start()
+        state.l1_keeper = L1Keeper(state.l1_redis, state.pool)
+        await state.l1_keeper.start()
         log.info("memory_api.started", extra={"profile": state.profile.id})
         try:
             yield
         finally:
             await state.relay.stop()
+            await state.l1_keeper.stop()
             for task in list(state.background):
                 await task
             await state.http.aclose()

@@ -29,6 +29,7 @@ class ToolContext:
     profile: Profile
     settings: Settings
     background: Any  # set of asyncio tasks kept alive until done
+    queue: Any = None  # arq pool: on-demand jobs (memory_consolidate)
 
     def visible_agents(self) -> list[str] | None:
         """Agent namespaces this call reads: its own and 'default'; None (all) for admin access."""

@@ -43,6 +43,7 @@ class RememberResult(BaseModel):
     success: bool
     id: str
     created: bool
+    sessionId: str | None = Field(None, description="For scope session: the session whose working memory holds it")
 
 
 class RecallArgs(Args):
@@ -84,6 +85,176 @@ class RecallResult(BaseModel):
     tokenBudget: int
 
 
+ShortText = Annotated[str, StringConstraints(min_length=1, max_length=1000, pattern=r"\S")]
+ListItem = Annotated[str, StringConstraints(min_length=1, max_length=2000, pattern=r"\S")]
+SessionId = Annotated[str, StringConstraints(min_length=1, max_length=128)]
+AnyRelation = Literal["related", "caused_by", "resolved_by", "part_of", "contradicts", "superseded_by"]
+
+
+class ForgetArgs(Args):
+    id: FragmentId | None = Field(None, description="Delete one fragment by id")
+    topic: Topic | None = Field(None, description="Delete every fragment with this topic")
+    force: bool = Field(False, description="Also delete permanent-tier and anchor fragments")
+    agentId: AgentId | None = Field(None, description="Agent namespace")
+
+
+class ForgetResult(BaseModel):
+    success: bool
+    deleted: list[str]
+    count: int
+    skipped: list[str] = Field(description="permanent-tier or anchor fragments kept because force was not set")
+
+
+class LinkArgs(Args):
+    fromId: FragmentId = Field(description="Source fragment id")
+    toId: FragmentId = Field(description="Target fragment id")
+    relationType: RelationType = Field(
+        "related", description="related / caused_by / resolved_by / part_of / contradicts"
+    )
+    agentId: AgentId | None = Field(None, description="Agent namespace")
+
+
+class LinkResult(BaseModel):
+    success: bool
+    fromId: str
+    toId: str
+    relationType: str
+
+
+class AmendArgs(Args):
+    id: FragmentId = Field(description="Fragment to modify")
+    content: Annotated[str, StringConstraints(min_length=1, max_length=20000, pattern=r"\S")] | None = Field(
+        None, description="Replacement content; PII masked, truncated at 300 characters"
+    )
+    topic: Topic | None = Field(None, description="Replacement topic")
+    keywords: Annotated[list[Keyword], Field(max_length=20)] | None = Field(None, description="Replacement keywords")
+    type: FragmentType | None = Field(None, description="Replacement type")
+    importance: Score | None = Field(None, description="Replacement importance")
+    isAnchor: bool | None = Field(None, description="Set or clear anchor status")
+    supersedes: bool = Field(
+        False,
+        description="Keep the original: store the amended fragment as a new one, link original -superseded_by-> new "
+        "and lower the original's importance",
+    )
+    agentId: AgentId | None = Field(None, description="Agent namespace")
+
+
+class AmendResult(BaseModel):
+    success: bool
+    id: str
+    version: int = Field(description="How many earlier states are archived in fragment_versions")
+    supersededId: str | None = None
+
+
+class TaskEffectiveness(Args):
+    overall_success: bool
+    tool_highlights: Annotated[list[ListItem], Field(max_length=50)] = []
+    tool_pain_points: Annotated[list[ListItem], Field(max_length=50)] = []
+
+
+class ReflectArgs(Args):
+    summary: Annotated[str, StringConstraints(min_length=1, max_length=20000, pattern=r"\S")] = Field(
+        description="Free-text session summary (always stored as a fact)"
+    )
+    sessionId: SessionId | None = Field(None, description="Session identifier; defaults to the MCP session")
+    decisions: Annotated[list[ListItem], Field(max_length=50)] | None = Field(None, description="→ decision fragments")
+    errors_resolved: Annotated[list[ListItem], Field(max_length=50)] | None = Field(
+        None, description="→ error fragments"
+    )
+    new_procedures: Annotated[list[ListItem], Field(max_length=50)] | None = Field(
+        None, description="→ procedure fragments"
+    )
+    open_questions: Annotated[list[ListItem], Field(max_length=50)] | None = Field(None, description="→ fact fragments")
+    agentId: AgentId | None = Field(None, description="Agent namespace")
+    task_effectiveness: TaskEffectiveness | None = Field(None, description="Persisted to task_feedback")
+
+
+class ReflectedFragment(BaseModel):
+    id: str
+    type: str
+    created: bool
+
+
+class ReflectResult(BaseModel):
+    success: bool
+    fragments: list[ReflectedFragment]
+    count: int
+    taskFeedbackRecorded: bool
+
+
+class ContextArgs(Args):
+    tokenBudget: Annotated[int, Field(ge=1, le=100_000)] = Field(2000, description="Maximum tokens loaded")
+    types: Annotated[list[FragmentType], Field(min_length=1, max_length=6)] = Field(
+        ["preference", "error", "procedure"], description="Fragment types for core memory"
+    )
+    sessionId: SessionId | None = Field(None, description="Working memory of this session; defaults to the MCP session")
+    agentId: AgentId | None = Field(None, description="Agent namespace")
+
+
+class ContextResult(BaseModel):
+    coreMemory: list[RecalledFragment]
+    workingMemory: list[dict]
+    totalTokens: int
+    tokenBudget: int
+
+
+class ToolFeedbackArgs(Args):
+    tool_name: Annotated[str, StringConstraints(min_length=1, max_length=100)] = Field(description="Evaluated tool")
+    relevant: bool = Field(description="Were the results pertinent to the intent")
+    sufficient: bool = Field(description="Were the results enough to complete the task")
+    suggestion: Annotated[str, StringConstraints(max_length=500)] | None = Field(None, description="≤100 chars advised")
+    context: Annotated[str, StringConstraints(max_length=200)] | None = Field(None, description="≤50 chars advised")
+    session_id: SessionId | None = Field(None, description="Session identifier")
+    trigger_type: Literal["sampled", "voluntary"] = Field("voluntary", description="sampled (hook) / voluntary (agent)")
+
+
+class ToolFeedbackResult(BaseModel):
+    success: bool
+    id: int
+
+
+class NoArgs(Args):
+    pass
+
+
+class MemoryStatsResult(BaseModel):
+    totalFragments: int
+    byTtlTier: dict[str, int]
+    byType: dict[str, int]
+    anchors: int
+    embeddingCoverage: float = Field(description="Share of fragments with a vector in the active profile")
+    embeddingProfile: str
+    meanUtility: float | None
+    meanImportance: float | None
+    links: int
+    outboxBacklog: dict[str, int]
+    deadLetters: int
+
+
+class MemoryConsolidateResult(BaseModel):
+    success: bool
+    stages: dict[str, int]
+    contradictions: list[dict]
+    duration_ms: int
+
+
+class GraphExploreArgs(Args):
+    startId: FragmentId = Field(description="Origin fragment, typically an error")
+    agentId: AgentId | None = Field(None, description="Agent namespace")
+
+
+class GraphEdge(BaseModel):
+    fromId: str
+    toId: str
+    relationType: str
+
+
+class GraphExploreResult(BaseModel):
+    origin: RecalledFragment
+    edges: list[GraphEdge]
+    nodes: list[RecalledFragment]
+
+
 SPECS = [
     ToolSpec(
         name="remember",
@@ -102,6 +273,98 @@ SPECS = [
         "ranked and cut to a token budget, with one-hop linked fragments.",
         args_model=RecallArgs,
         result_model=RecallResult,
+        profile=PROFILE,
+        read_only=True,
+        idempotent=True,
+        scope="read",
+    ),
+    ToolSpec(
+        name="forget",
+        title="Forget",
+        description="Delete fragments by id or by topic. Permanent-tier and anchor fragments need force: true.",
+        args_model=ForgetArgs,
+        result_model=ForgetResult,
+        profile=PROFILE,
+        destructive=True,
+        idempotent=True,
+    ),
+    ToolSpec(
+        name="link",
+        title="Link",
+        description="Create a typed directed edge between two fragments (related, caused_by, resolved_by, part_of, "
+        "contradicts).",
+        args_model=LinkArgs,
+        result_model=LinkResult,
+        profile=PROFILE,
+    ),
+    ToolSpec(
+        name="amend",
+        title="Amend",
+        description="Modify a fragment in place, archiving its previous state; id and edges are kept. With "
+        "supersedes, the amended version becomes a new fragment and the original is marked superseded.",
+        args_model=AmendArgs,
+        result_model=AmendResult,
+        profile=PROFILE,
+    ),
+    ToolSpec(
+        name="reflect",
+        title="Reflect",
+        description="At session end, turn a summary, decisions, resolved errors, new procedures and open questions "
+        "into typed fragments; task_effectiveness is recorded as task feedback.",
+        args_model=ReflectArgs,
+        result_model=ReflectResult,
+        profile=PROFILE,
+    ),
+    ToolSpec(
+        name="context",
+        title="Context",
+        description="Load memory at session start: core memory (high-importance preferences, errors and procedures "
+        "by default) within a token budget, plus this session's working memory.",
+        args_model=ContextArgs,
+        result_model=ContextResult,
+        profile=PROFILE,
+        read_only=True,
+        idempotent=True,
+        scope="read",
+    ),
+    ToolSpec(
+        name="tool_feedback",
+        title="Tool feedback",
+        description="Record whether a tool's results were relevant and sufficient.",
+        args_model=ToolFeedbackArgs,
+        result_model=ToolFeedbackResult,
+        profile=PROFILE,
+    ),
+    ToolSpec(
+        name="memory_stats",
+        title="Memory statistics",
+        description="Fragment counts by TTL tier and type, embedding coverage, mean utility, outbox backlog and "
+        "dead letters.",
+        args_model=NoArgs,
+        result_model=MemoryStatsResult,
+        profile=PROFILE,
+        read_only=True,
+        idempotent=True,
+        scope="read",
+    ),
+    ToolSpec(
+        name="memory_consolidate",
+        title="Consolidate",
+        description="Run the ten-stage consolidation pipeline (TTL moves, decay, expiry, dedup, contradictions, "
+        "orphan links, utility, embedding backfill) now and return per-stage counts.",
+        args_model=NoArgs,
+        result_model=MemoryConsolidateResult,
+        profile=PROFILE,
+        destructive=True,
+        idempotent=True,
+    ),
+    ToolSpec(
+        name="graph_explore",
+        title="Explore causes",
+        description="One hop along caused_by and resolved_by edges from a fragment (typically an error), for root "
+        "cause analysis.",
+        args_model=GraphExploreArgs,
+        result_model=GraphExploreResult,
         profile=PROFILE,
         read_only=True,
         idempotent=True,

@@ -9,6 +9,7 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
+from memento_memory_api import render
 from memento_memory_api.context import ToolContext
 from memento_memory_api.embedding_client import EmbeddingUnavailable
 from memento_memory_api.recall import l1, lexical, vector
@@ -68,6 +69,7 @@ async def recall(ctx: ToolContext, args: RecallArgs) -> dict[str, Any]:
                     scope.workspace,
                     agents,
                     CANDIDATES,
+                    ctx.settings.vector_exact_max_rows,
                 )
                 hits = [(i, s) for i, s in hits if args.threshold is None or s >= args.threshold]
                 similarity.update(hits)
@@ -103,8 +105,8 @@ async def recall(ctx: ToolContext, args: RecallArgs) -> dict[str, Any]:
 
     for tier in tiers.values():
         RECALL_TIER_HITS.labels(tier).inc()
-    result = [_render(rows[i], tiers.get(i), similarity.get(i)) for i in chosen]
-    result += [_render(r, "link", None, linked=True) for r in linked_rows]
+    result = [render.fragment(rows[i], tiers.get(i), similarity.get(i)) for i in chosen]
+    result += [render.fragment(r, "link", None, linked=True) for r in linked_rows]
     _touch_later(ctx, [f["id"] for f in result])
     return {"fragments": result, "count": len(result), "totalTokens": used, "tokenBudget": args.tokenBudget}
 
@@ -139,24 +141,6 @@ def _within_budget(order: list[str], rows: dict[str, Any], budget: int) -> tuple
         chosen.append(i)
         used += tokens
     return chosen, used
-
-
-def _render(row: Any, tier: str | None, sim: float | None, linked: bool = False) -> dict[str, Any]:
-    return {
-        "id": row["id"],
-        "content": row["content"],
-        "topic": row["topic"],
-        "type": row["type"],
-        "keywords": list(row["keywords"]),
-        "importance": round(float(row["importance"]), 4),
-        "ttl_tier": row["ttl_tier"],
-        "is_anchor": row["is_anchor"],
-        "created_at": row["created_at"].isoformat(),
-        "accessed_at": row["accessed_at"].isoformat() if row["accessed_at"] else None,
-        "similarity": round(sim, 4) if sim is not None else None,
-        "tier": tier,
-        "linked": linked,
-    }
 
 
 def _touch_later(ctx: ToolContext, ids: list[str]) -> None:

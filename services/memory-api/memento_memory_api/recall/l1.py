@@ -1,21 +1,24 @@
-"""L1: one Redis set per (tenant, workspace, agent, keyword) holding fragment ids (seed 000 §4.1).
+"""L1: Redis sets of fragment ids per (tenant, workspace, agent, keyword) (seed 000 §4.1).
 
-L1 only proposes candidate ids; rows are always read back from Postgres under RLS, so a stale or foreign
-id in Redis can never surface what the caller may not see. Redis errors skip L1 (§9.1).
+L1 only proposes candidate ids; rows are always read back from Postgres under RLS, so a stale or foreign id in
+Redis can never surface what the caller may not see. Redis errors skip L1 (§9.1). When Redis has lost its data
+(the ready marker is gone), L1 is skipped until a background rebuild from Postgres has finished.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
+import asyncpg
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
+from memento_shared import l1 as layout
+from memento_shared.db.rls import set_system
+
 log = logging.getLogger(__name__)
-
-
-def key(tenant_id: str, workspace: str, agent_id: str, keyword: str) -> str:
-    return f"memento:l1:{{{tenant_id}}}:{workspace}:{agent_id}:{keyword}"
+REBUILD_BATCH = 5000
 
 
 async def index(
@@ -26,27 +29,119 @@ async def index(
     try:
         async with redis.pipeline(transaction=False) as pipe:
             for keyword in keywords:
-                pipe.sadd(key(tenant_id, workspace, agent_id, keyword), fragment_id)
+                pipe.sadd(layout.key(tenant_id, workspace, agent_id, keyword), fragment_id)
             await pipe.execute()
     except (RedisError, OSError) as exc:
         log.warning("l1.index_failed", extra={"error_type": type(exc).__name__})
 
 
+async def unindex(
+    redis: Redis | None, tenant_id: str, workspace: str, agent_id: str, fragment_id: str, keywords: list[str]
+) -> None:
+    try:
+        await layout.remove(redis, tenant_id, workspace, agent_id, fragment_id, keywords)
+    except (RedisError, OSError) as exc:
+        log.warning("l1.unindex_failed", extra={"error_type": type(exc).__name__})
+
+
 async def lookup(
     redis: Redis | None, tenant_id: str, workspace: str, agents: list[str], keywords: list[str]
 ) -> list[str] | None:
-    """Ids holding every keyword, per visible agent namespace; None when L1 is unavailable."""
+    """Ids holding every keyword, per visible agent namespace; None when L1 is unavailable or incomplete."""
     if redis is None or not keywords:
         return None
     try:
         async with redis.pipeline(transaction=False) as pipe:
+            pipe.exists(layout.READY_KEY)
             for agent in agents:
-                pipe.sinter([key(tenant_id, workspace, agent, k) for k in keywords])
-            results = await pipe.execute()
+                pipe.sinter([layout.key(tenant_id, workspace, agent, k) for k in keywords])
+            ready, *results = await pipe.execute()
     except (RedisError, OSError) as exc:
         log.warning("l1.lookup_failed", extra={"error_type": type(exc).__name__})
+        return None
+    if not ready:
         return None
     ids: list[str] = []
     for members in results:
         ids.extend(m.decode() if isinstance(m, bytes) else m for m in members)
     return ids
+
+
+async def ensure_ready(redis: Redis | None, pool: asyncpg.Pool) -> bool:
+    """Rebuild L1 from Postgres unless the ready marker is there; one rebuild at a time across replicas."""
+    if redis is None:
+        return False
+    try:
+        if await redis.exists(layout.READY_KEY):
+            return False
+        if not await redis.set(layout.REBUILD_LOCK, "1", nx=True, ex=600):
+            return False
+    except (RedisError, OSError):
+        return False
+    try:
+        await _rebuild(redis, pool)
+        await redis.set(layout.READY_KEY, "1")
+        log.info("l1.rebuilt")
+        return True
+    except Exception as exc:
+        log.warning("l1.rebuild_failed", extra={"error_type": type(exc).__name__})
+        return False
+    finally:
+        try:
+            await redis.delete(layout.REBUILD_LOCK)
+        except (RedisError, OSError):
+            pass
+
+
+async def _rebuild(redis: Redis, pool: asyncpg.Pool) -> None:
+    last = ""
+    while True:
+        async with pool.acquire() as conn, conn.transaction():
+            await set_system(conn)
+            rows = await conn.fetch(
+                "SELECT id, tenant_id, workspace, agent_id, keywords FROM agent_memory.fragments"
+                " WHERE id > $1 ORDER BY id LIMIT $2",
+                last,
+                REBUILD_BATCH,
+            )
+        if not rows:
+            return
+        async with redis.pipeline(transaction=False) as pipe:
+            for row in rows:
+                for keyword in row["keywords"]:
+                    pipe.sadd(layout.key(row["tenant_id"], row["workspace"], row["agent_id"], keyword), row["id"])
+            await pipe.execute()
+        last = rows[-1]["id"]
+        await asyncio.sleep(0)
+
+
+class L1Keeper:
+    """Checks the ready marker now and then and rebuilds when Redis came back empty."""
+
+    def __init__(self, redis: Redis | None, pool: asyncpg.Pool, interval: float = 5.0) -> None:
+        self.redis = redis
+        self.pool = pool
+        self.interval = interval
+        self._task: asyncio.Task | None = None
+
+    async def start(self, first_pass_timeout: float = 2.0) -> None:
+        """Start checking; wait briefly for the first pass so a small store serves L1 from the first request."""
+        if self.redis is None:
+            return
+        first_pass = asyncio.Event()
+        self._task = asyncio.create_task(self._run(first_pass))
+        try:
+            await asyncio.wait_for(first_pass.wait(), first_pass_timeout)
+        except TimeoutError:
+            pass  # a large rebuild goes on in the background; recall uses L2 meanwhile
+
+    async def _run(self, first_pass: asyncio.Event) -> None:
+        while True:
+            await ensure_ready(self.redis, self.pool)
+            first_pass.set()
+            await asyncio.sleep(self.interval)
+
+    async def stop(self) -> None:
+        if self._task:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)

@@ -146,3 +146,96 @@ async def touch(conn: asyncpg.Connection, ids: list[str]) -> None:
         " WHERE id = ANY($1::text[])",
         ids,
     )
+
+
+async def get(conn: asyncpg.Connection, fragment_id: str, *, for_update: bool = False) -> asyncpg.Record | None:
+    lock = " FOR UPDATE" if for_update else ""
+    return await conn.fetchrow(
+        f"SELECT {COLUMNS}, tenant_id, workspace, utility_score, linked_to FROM agent_memory.fragments"
+        f" WHERE id = $1{lock}",
+        fragment_id,
+    )
+
+
+async def by_topic(conn: asyncpg.Connection, topic: str, agents: list[str] | None) -> list[asyncpg.Record]:
+    return await conn.fetch(
+        f"SELECT {COLUMNS} FROM agent_memory.fragments WHERE topic = $1 AND ($2::text[] IS NULL OR agent_id = ANY($2))"
+        " FOR UPDATE",
+        topic,
+        agents,
+    )
+
+
+async def delete(conn: asyncpg.Connection, ids: list[str]) -> list[str]:
+    rows = await conn.fetch("DELETE FROM agent_memory.fragments WHERE id = ANY($1::text[]) RETURNING id", ids)
+    # seed 000 keeps linked_to as a denormalised adjacency list: drop the deleted ids from it too
+    await conn.execute(
+        "UPDATE agent_memory.fragments SET linked_to = ARRAY(SELECT unnest(linked_to) EXCEPT SELECT unnest($1::text[]))"
+        " WHERE linked_to && $1::text[]",
+        ids,
+    )
+    return [r["id"] for r in rows]
+
+
+async def archive_version(conn: asyncpg.Connection, row: asyncpg.Record, amended_by: str) -> int:
+    await conn.execute(
+        "INSERT INTO agent_memory.fragment_versions (tenant_id, workspace, agent_id, fragment_id, content, topic,"
+        " keywords, type, importance, amended_by) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+        row["tenant_id"],
+        row["workspace"],
+        row["agent_id"],
+        row["id"],
+        row["content"],
+        row["topic"],
+        row["keywords"],
+        row["type"],
+        row["importance"],
+        amended_by,
+    )
+    return await conn.fetchval("SELECT count(*) FROM agent_memory.fragment_versions WHERE fragment_id = $1", row["id"])
+
+
+async def update(conn: asyncpg.Connection, fragment_id: str, changes: dict[str, Any]) -> None:
+    allowed = {
+        "content",
+        "topic",
+        "keywords",
+        "type",
+        "importance",
+        "content_hash",
+        "ttl_tier",
+        "estimated_tokens",
+        "is_anchor",
+        "superseded_by",
+    }
+    if not changes or set(changes) - allowed:
+        raise ValueError(f"bad update columns: {sorted(set(changes) - allowed)}")
+    columns = list(changes)
+    assignments = ", ".join(f"{c} = ${i + 2}" for i, c in enumerate(columns))
+    await conn.execute(
+        f"UPDATE agent_memory.fragments SET {assignments}, updated_at = now() WHERE id = $1",
+        fragment_id,
+        *[changes[c] for c in columns],
+    )
+
+
+async def edges(conn: asyncpg.Connection, fragment_id: str, relations: list[str]) -> list[asyncpg.Record]:
+    return await conn.fetch(
+        "SELECT from_id, to_id, relation_type FROM agent_memory.fragment_links"
+        " WHERE (from_id = $1 OR to_id = $1) AND relation_type = ANY($2::text[]) ORDER BY created_at, id",
+        fragment_id,
+        relations,
+    )
+
+
+async def core_memory(
+    conn: asyncpg.Connection, types: list[str], agents: list[str] | None, limit: int
+) -> list[asyncpg.Record]:
+    return await conn.fetch(
+        f"SELECT {COLUMNS} FROM agent_memory.fragments WHERE type = ANY($1::text[])"
+        " AND ($2::text[] IS NULL OR agent_id = ANY($2)) AND superseded_by IS NULL"
+        " ORDER BY is_anchor DESC, importance DESC, created_at DESC LIMIT $3",
+        types,
+        agents,
+        limit,
+    )

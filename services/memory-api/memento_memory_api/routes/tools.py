@@ -77,6 +77,7 @@ async def call_tool(name: str, request: Request) -> JSONResponse:
                 profile=state.profile,
                 settings=state.settings,
                 background=state.background,
+                queue=state.queue,
             )
             result = await handler(ctx, args)
             payload = {"result": result}

@@ -1,3 +1,8 @@
 """Importing this package binds every tool handler to its name."""
 
-from memento_memory_api.tools import fragments  # noqa: F401
+from memento_memory_api.tools import (  # noqa: F401
+    fragments,
+    fragments_edit,
+    fragments_maintenance,
+    fragments_session,
+)

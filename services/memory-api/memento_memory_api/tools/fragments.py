@@ -11,6 +11,7 @@ from memento_memory_api.recall import l1
 from memento_memory_api.recall.cascade import recall as run_recall
 from memento_memory_api.repositories import fragments as repo
 from memento_memory_api.tools.registry import handles
+from memento_memory_api.uow import UnitOfWork
 from memento_shared.domain.fragments import DEFAULT_IMPORTANCE, content_hash, infer_ttl, new_fragment_id, truncate
 from memento_shared.errors import ErrorCode, MementoError, invalid, not_found
 from memento_shared.text.keywords import extract_keywords, normalise_keywords
@@ -42,42 +43,49 @@ def build_fragment(args: RememberArgs, ctx: ToolContext) -> dict[str, Any]:
     }
 
 
+async def store_fragment(
+    ctx: ToolContext, uow: UnitOfWork, fragment: dict[str, Any], linked_to: list[str] | None = None
+) -> tuple[str, bool]:
+    """Insert a built fragment (or find its duplicate), link it, emit its event, index it in L1 after commit."""
+    new_id = await repo.insert(uow.conn, fragment)
+    if new_id is None:
+        existing = await repo.id_by_hash(
+            uow.conn, fragment["tenant_id"], fragment["workspace"], fragment["agent_id"], fragment["content_hash"]
+        )
+        return existing, False
+    if linked_to:
+        targets = list(dict.fromkeys(linked_to))
+        visible = await repo.visible_ids(uow.conn, targets)
+        for target in targets:
+            if target not in visible:
+                raise not_found(f"linkedTo fragment {target!r}")
+            await repo.add_link(uow.conn, fragment, new_id, target, "related")
+    uow.emit(
+        "fragment.stored",
+        {"fragment_id": new_id, "content_hash": fragment["content_hash"], "agent_id": fragment["agent_id"]},
+    )
+
+    async def index_l1() -> None:
+        await l1.index(
+            ctx.redis, fragment["tenant_id"], fragment["workspace"], fragment["agent_id"], new_id, fragment["keywords"]
+        )
+
+    uow.after_commit.append(index_l1)
+    return new_id, True
+
+
 @handles("remember")
 async def remember(ctx: ToolContext, args: RememberArgs) -> dict[str, Any]:
     fragment = build_fragment(args, ctx)
     if args.scope == "session":
         return await _remember_in_session(ctx, fragment)
     async with ctx.uow(ctx.scope) as uow:
-        new_id = await repo.insert(uow.conn, fragment)
-        if new_id is None:
-            existing = await repo.id_by_hash(
-                uow.conn, fragment["tenant_id"], fragment["workspace"], fragment["agent_id"], fragment["content_hash"]
-            )
-            return {"success": True, "id": existing, "created": False}
-        if args.linkedTo:
-            targets = list(dict.fromkeys(args.linkedTo))
-            visible = await repo.visible_ids(uow.conn, targets)
-            for target in targets:
-                if target not in visible:
-                    raise not_found(f"linkedTo fragment {target!r}")
-                await repo.add_link(uow.conn, fragment, new_id, target, "related")
-        uow.emit(
-            "fragment.stored",
-            {"fragment_id": new_id, "content_hash": fragment["content_hash"], "agent_id": fragment["agent_id"]},
-        )
+        fragment_id, created = await store_fragment(ctx, uow, fragment, args.linkedTo)
+    return {"success": True, "id": fragment_id, "created": created}
 
-        async def index_l1() -> None:
-            await l1.index(
-                ctx.redis,
-                fragment["tenant_id"],
-                fragment["workspace"],
-                fragment["agent_id"],
-                new_id,
-                fragment["keywords"],
-            )
 
-        uow.after_commit.append(index_l1)
-    return {"success": True, "id": new_id, "created": True}
+def working_memory_key(ctx: ToolContext, session_id: str) -> str:
+    return f"memento:wm:{{{ctx.scope.tenant_id}}}:{ctx.scope.workspace}:{session_id}"
 
 
 async def _remember_in_session(ctx: ToolContext, fragment: dict[str, Any]) -> dict[str, Any]:
@@ -86,7 +94,7 @@ async def _remember_in_session(ctx: ToolContext, fragment: dict[str, Any]) -> di
         raise invalid("scope", "'session' needs an MCP session (the gateway supplies it)")
     if ctx.redis is None:
         raise MementoError(ErrorCode.STORAGE_ERROR, "working memory needs Redis, which is unavailable")
-    key = f"memento:wm:{{{ctx.scope.tenant_id}}}:{ctx.scope.workspace}:{ctx.scope.session_id}"
+    key = working_memory_key(ctx, ctx.scope.session_id)
     fragment = {k: v for k, v in fragment.items() if k not in ("tenant_id", "workspace")}
     fragment["created_at"] = time.time()
     async with ctx.redis.pipeline(transaction=True) as pipe:
@@ -94,7 +102,8 @@ async def _remember_in_session(ctx: ToolContext, fragment: dict[str, Any]) -> di
         pipe.ltrim(key, -500, -1)
         pipe.expire(key, ctx.settings.session_ttl_minutes * 60)
         await pipe.execute()
-    return {"success": True, "id": fragment["id"], "created": True}
+    # the session id is returned so the agent can pass it to `context` later
+    return {"success": True, "id": fragment["id"], "created": True, "sessionId": ctx.scope.session_id}
 
 
 @handles("recall")

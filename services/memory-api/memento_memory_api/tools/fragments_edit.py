@@ -1,0 +1,182 @@
+"""Seed 000 storage tools beyond remember: forget (§6.4), link (§6.5), amend (§6.6)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from memento_memory_api.context import ToolContext
+from memento_memory_api.recall import l1
+from memento_memory_api.repositories import fragments as repo
+from memento_memory_api.tools.registry import handles
+from memento_memory_api.uow import UnitOfWork
+from memento_shared.domain.fragments import content_hash, infer_ttl, new_fragment_id, truncate
+from memento_shared.errors import ErrorCode, MementoError, invalid, not_found
+from memento_shared.text.keywords import extract_keywords, normalise_keywords
+from memento_shared.text.redaction import redact_pii
+from memento_shared.text.tokenizer import count_tokens
+from memento_shared.tools.fragments import AmendArgs, ForgetArgs, LinkArgs
+
+SUPERSEDED_IMPORTANCE_FACTOR = 0.5
+
+
+def _protected(row: Any) -> bool:
+    return row["ttl_tier"] == "permanent" or row["is_anchor"]
+
+
+@handles("forget")
+async def forget(ctx: ToolContext, args: ForgetArgs) -> dict[str, Any]:
+    if (args.id is None) == (args.topic is None):
+        raise invalid("id", "give exactly one of id or topic")
+    async with ctx.uow(ctx.scope) as uow:
+        if args.id is not None:
+            row = await repo.get(uow.conn, args.id, for_update=True)
+            if row is None:
+                raise not_found(f"fragment {args.id!r}")
+            if _protected(row) and not args.force:
+                raise MementoError(
+                    ErrorCode.CONFLICT,
+                    f"fragment {args.id!r} is permanent-tier or an anchor; pass force: true to delete it",
+                    field="force",
+                )
+            rows = [row]
+        else:
+            rows = await repo.by_topic(uow.conn, args.topic, ctx.visible_agents())
+        targets = [r for r in rows if args.force or not _protected(r)]
+        deleted = await repo.delete(uow.conn, [r["id"] for r in targets]) if targets else []
+        _after_commit_unindex(uow, ctx, [r for r in targets if r["id"] in set(deleted)])
+    skipped = [r["id"] for r in rows if r not in targets]
+    return {"success": True, "deleted": deleted, "count": len(deleted), "skipped": skipped}
+
+
+def _after_commit_unindex(uow: UnitOfWork, ctx: ToolContext, rows: list[Any]) -> None:
+    async def unindex() -> None:
+        for row in rows:
+            await l1.unindex(
+                ctx.redis, ctx.scope.tenant_id, ctx.scope.workspace, row["agent_id"], row["id"], list(row["keywords"])
+            )
+
+    uow.after_commit.append(unindex)
+
+
+@handles("link")
+async def link(ctx: ToolContext, args: LinkArgs) -> dict[str, Any]:
+    if args.fromId == args.toId:
+        raise invalid("toId", "a fragment cannot link to itself")
+    async with ctx.uow(ctx.scope) as uow:
+        visible = await repo.visible_ids(uow.conn, [args.fromId, args.toId])
+        for field_name, fragment_id in (("fromId", args.fromId), ("toId", args.toId)):
+            if fragment_id not in visible:
+                raise not_found(f"{field_name} fragment {fragment_id!r}")
+        owner = {"tenant_id": ctx.scope.tenant_id, "workspace": ctx.scope.workspace, "agent_id": ctx.scope.agent_id}
+        if not await repo.add_link(uow.conn, owner, args.fromId, args.toId, args.relationType):
+            raise MementoError(ErrorCode.CONFLICT, f"a link from {args.fromId!r} to {args.toId!r} already exists")
+    return {"success": True, "fromId": args.fromId, "toId": args.toId, "relationType": args.relationType}
+
+
+def _changes(args: AmendArgs, row: Any) -> dict[str, Any]:
+    """The new column values, re-deriving what §6.6 says follows from them (masking, hash, keywords, tokens)."""
+    changes: dict[str, Any] = {}
+    if args.content is not None:
+        content = truncate(redact_pii(args.content))
+        changes.update(content=content, content_hash=content_hash(content), estimated_tokens=count_tokens(content))
+        if args.keywords is None:
+            changes["keywords"] = extract_keywords(content)
+    if args.keywords is not None:
+        changes["keywords"] = normalise_keywords(args.keywords)
+    if args.topic is not None:
+        changes["topic"] = args.topic.strip()
+    if args.type is not None:
+        changes["type"] = args.type
+    if args.importance is not None:
+        changes["importance"] = float(args.importance)
+    if args.isAnchor is not None:
+        changes["is_anchor"] = args.isAnchor
+    if "type" in changes or "importance" in changes:
+        changes["ttl_tier"] = infer_ttl(changes.get("type", row["type"]), changes.get("importance", row["importance"]))
+    return {k: v for k, v in changes.items() if v != row[k]}
+
+
+@handles("amend")
+async def amend(ctx: ToolContext, args: AmendArgs) -> dict[str, Any]:
+    given = {"content", "topic", "keywords", "type", "importance", "isAnchor"} & args.model_fields_set
+    if not given:
+        raise invalid("content", "give at least one of content, topic, keywords, type, importance, isAnchor")
+    async with ctx.uow(ctx.scope) as uow:
+        row = await repo.get(uow.conn, args.id, for_update=True)
+        if row is None:
+            raise not_found(f"fragment {args.id!r}")
+        changes = _changes(args, row)
+        if args.supersedes:
+            return await _supersede(ctx, uow, row, changes)
+        if not changes:
+            version = await uow.conn.fetchval(
+                "SELECT count(*) FROM agent_memory.fragment_versions WHERE fragment_id = $1", row["id"]
+            )
+            return {"success": True, "id": row["id"], "version": version, "supersededId": None}
+        if "content_hash" in changes and await repo.id_by_hash(
+            uow.conn, row["tenant_id"], row["workspace"], row["agent_id"], changes["content_hash"]
+        ):
+            raise MementoError(
+                ErrorCode.CONFLICT, "another fragment in this namespace already has that content", field="content"
+            )
+        version = await repo.archive_version(uow.conn, row, ctx.scope.agent_id)
+        await repo.update(uow.conn, row["id"], changes)
+        if "content_hash" in changes:
+            uow.emit(
+                "fragment.amended",
+                {"fragment_id": row["id"], "content_hash": changes["content_hash"], "agent_id": row["agent_id"]},
+            )
+        if "keywords" in changes:
+            _reindex(uow, ctx, row, row["id"], changes["keywords"])
+    return {"success": True, "id": row["id"], "version": version, "supersededId": None}
+
+
+def _reindex(uow: UnitOfWork, ctx: ToolContext, row: Any, new_id: str, keywords: list[str]) -> None:
+    async def reindex() -> None:
+        if new_id == row["id"]:
+            await l1.unindex(
+                ctx.redis, row["tenant_id"], row["workspace"], row["agent_id"], row["id"], list(row["keywords"])
+            )
+        await l1.index(ctx.redis, row["tenant_id"], row["workspace"], row["agent_id"], new_id, keywords)
+
+    uow.after_commit.append(reindex)
+
+
+async def _supersede(ctx: ToolContext, uow: UnitOfWork, row: Any, changes: dict[str, Any]) -> dict[str, Any]:
+    """The amended version becomes a new fragment; the original stays, linked original -superseded_by-> new."""
+    if "content_hash" not in changes:
+        raise invalid("content", "supersedes needs new content")
+    if await repo.id_by_hash(uow.conn, row["tenant_id"], row["workspace"], row["agent_id"], changes["content_hash"]):
+        raise MementoError(
+            ErrorCode.CONFLICT, "another fragment in this namespace already has that content", field="content"
+        )
+    merged = {k: row[k] for k in ("content", "topic", "keywords", "type", "importance", "is_anchor")} | changes
+    fragment = {
+        **merged,
+        "id": new_fragment_id(),
+        "tenant_id": row["tenant_id"],
+        "workspace": row["workspace"],
+        "agent_id": row["agent_id"],
+        "keywords": list(merged["keywords"]),
+        "content_hash": changes["content_hash"],
+        "source": row["source"],
+        "ttl_tier": changes.get("ttl_tier", infer_ttl(merged["type"], merged["importance"])),
+        "estimated_tokens": changes.get("estimated_tokens", row["estimated_tokens"]),
+    }
+    new_id = await repo.insert(uow.conn, fragment)
+    version = await repo.archive_version(uow.conn, row, ctx.scope.agent_id)
+    await repo.update(
+        uow.conn,
+        row["id"],
+        {
+            "superseded_by": new_id,
+            "importance": round(float(row["importance"]) * SUPERSEDED_IMPORTANCE_FACTOR, 4),
+        },
+    )
+    await repo.add_link(uow.conn, row, row["id"], new_id, "superseded_by")
+    uow.emit(
+        "fragment.stored",
+        {"fragment_id": new_id, "content_hash": fragment["content_hash"], "agent_id": row["agent_id"]},
+    )
+    _reindex(uow, ctx, row, new_id, fragment["keywords"])
+    return {"success": True, "id": new_id, "version": version, "supersededId": row["id"]}

@@ -1,0 +1,114 @@
+"""Seed 000 maintenance tools: memory_stats (§6.10), memory_consolidate (§6.11), graph_explore (§6.12)."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from memento_memory_api import render
+from memento_memory_api.context import ToolContext
+from memento_memory_api.repositories import fragments as repo
+from memento_memory_api.tools.registry import handles
+from memento_shared.errors import ErrorCode, MementoError, not_found
+from memento_shared.events import queue_key
+from memento_shared.tools.fragments import GraphExploreArgs, NoArgs
+
+CAUSAL = ["caused_by", "resolved_by"]
+CONSOLIDATE_JOB = "consolidate"  # the consolidator's on-demand arq function (shared/memento_shared/consolidation.py)
+
+
+@handles("memory_stats")
+async def memory_stats(ctx: ToolContext, args: NoArgs) -> dict[str, Any]:
+    agents = ctx.visible_agents()
+    async with ctx.uow(ctx.scope) as uow:
+        conn = uow.conn
+        totals = await conn.fetchrow(
+            "SELECT count(*) AS n, count(*) FILTER (WHERE is_anchor) AS anchors, avg(utility_score) AS utility,"
+            " avg(importance) AS importance FROM agent_memory.fragments"
+            " WHERE ($1::text[] IS NULL OR agent_id = ANY($1))",
+            agents,
+        )
+        by_tier = await conn.fetch(
+            "SELECT ttl_tier AS k, count(*) AS n FROM agent_memory.fragments"
+            " WHERE ($1::text[] IS NULL OR agent_id = ANY($1)) GROUP BY 1",
+            agents,
+        )
+        by_type = await conn.fetch(
+            "SELECT type AS k, count(*) AS n FROM agent_memory.fragments"
+            " WHERE ($1::text[] IS NULL OR agent_id = ANY($1)) GROUP BY 1",
+            agents,
+        )
+        embedded = await conn.fetchval(
+            "SELECT count(*) FROM agent_memory.fragment_embeddings WHERE profile_id = $1"
+            " AND ($2::text[] IS NULL OR agent_id = ANY($2))",
+            ctx.profile.id,
+            agents,
+        )
+        links = await conn.fetchval(
+            "SELECT count(*) FROM agent_memory.fragment_links WHERE ($1::text[] IS NULL OR agent_id = ANY($1))", agents
+        )
+        backlog = await conn.fetch(
+            "SELECT event_type AS k, count(*) AS n FROM agent_memory.outbox WHERE published_at IS NULL GROUP BY 1"
+        )
+        dead = await conn.fetchval("SELECT count(*) FROM agent_memory.dead_letters WHERE replayed_at IS NULL")
+    total = totals["n"]
+    return {
+        "totalFragments": total,
+        "byTtlTier": dict.fromkeys(("hot", "warm", "cold", "permanent"), 0) | {r["k"]: r["n"] for r in by_tier},
+        "byType": {r["k"]: r["n"] for r in by_type},
+        "anchors": totals["anchors"],
+        "embeddingCoverage": round(embedded / total, 4) if total else 1.0,
+        "embeddingProfile": ctx.profile.id,
+        "meanUtility": round(float(totals["utility"]), 4) if totals["utility"] is not None else None,
+        "meanImportance": round(float(totals["importance"]), 4) if totals["importance"] is not None else None,
+        "links": links,
+        "outboxBacklog": {r["k"]: r["n"] for r in backlog},
+        "deadLetters": dead,
+    }
+
+
+@handles("memory_consolidate")
+async def memory_consolidate(ctx: ToolContext, args: NoArgs) -> dict[str, Any]:
+    """Runs on the consolidator worker (serialised per tenant there); this call waits for its per-stage counts."""
+    if ctx.queue is None:
+        raise MementoError(ErrorCode.RESOURCE_BUSY, "the job queue is unavailable; try again")
+    job = await ctx.queue.enqueue_job(
+        CONSOLIDATE_JOB,
+        ctx.scope.tenant_id,
+        ctx.scope.workspace,
+        _queue_name=queue_key("consolidator"),
+        _job_id=f"consolidate:{uuid.uuid4()}",
+    )
+    try:
+        result = await job.result(timeout=ctx.settings.consolidate_timeout_s, poll_delay=0.1)
+    except TimeoutError:
+        raise MementoError(
+            ErrorCode.RESOURCE_BUSY, "consolidation is still running; its counts will be in memory_stats later"
+        ) from None
+    except Exception as exc:
+        raise MementoError(ErrorCode.STORAGE_ERROR, f"consolidation failed ({type(exc).__name__})") from None
+    return {
+        "success": True,
+        "stages": result["stages"],
+        "contradictions": result.get("contradictions", []),
+        "duration_ms": int(result.get("duration_ms", 0)),
+    }
+
+
+@handles("graph_explore")
+async def graph_explore(ctx: ToolContext, args: GraphExploreArgs) -> dict[str, Any]:
+    async with ctx.uow(ctx.scope) as uow:
+        origin = await repo.get(uow.conn, args.startId)
+        if origin is None:
+            raise not_found(f"fragment {args.startId!r}")
+        edges = await repo.edges(uow.conn, args.startId, CAUSAL)
+        neighbour_ids = list(dict.fromkeys(e["to_id"] if e["from_id"] == args.startId else e["from_id"] for e in edges))
+        rows = {r["id"]: r for r in await repo.fetch_by_ids(uow.conn, neighbour_ids, None, None)}
+    visible_edges = [e for e in edges if e["from_id"] in rows or e["to_id"] in rows]  # RLS hid the others' ends
+    return {
+        "origin": render.fragment(origin),
+        "edges": [
+            {"fromId": e["from_id"], "toId": e["to_id"], "relationType": e["relation_type"]} for e in visible_edges
+        ],
+        "nodes": [render.fragment(rows[i]) for i in neighbour_ids if i in rows],
+    }

@@ -1,0 +1,75 @@
+"""L1 stays honest: rebuilt from Postgres after Redis loses its data, skipped when Redis is down (§9.1), and never
+a way to read across agents."""
+
+from __future__ import annotations
+
+import secrets
+
+import httpx
+
+from memento_devtools.embedded import start_valkey
+from memento_memory_api.app import create_app
+from memento_memory_api.recall.l1 import ensure_ready
+from memento_shared import l1 as layout
+from memento_shared.principal import HEADER, SCOPES, Principal, encode_principal
+
+
+async def test_flushed_redis_is_rebuilt_from_postgres(memory_api, tenant, redis_client, app_pool):
+    stored = await memory_api.call(
+        "remember", {"content": "rebuild me", "topic": "t", "type": "fact", "keywords": ["rebuild"]}, tenant=tenant
+    )
+    frag_id = stored["result"]["id"]
+    await redis_client.flushdb()
+    during = await memory_api.call("recall", {"keywords": ["rebuild"]}, tenant=tenant)
+    assert [(f["id"], f["tier"]) for f in during["result"]["fragments"]] == [(frag_id, "L2")]  # L1 skipped, not wrong
+    assert await ensure_ready(memory_api.app.state.l1_redis, app_pool) is True
+    after = await memory_api.call("recall", {"keywords": ["rebuild"]}, tenant=tenant)
+    assert [(f["id"], f["tier"]) for f in after["result"]["fragments"]] == [(frag_id, "L1")]
+
+
+async def test_a_foreign_id_planted_in_l1_never_surfaces(memory_api, tenant, redis_client):
+    alice = await memory_api.call(
+        "remember",
+        {"content": "alice's secret", "topic": "t", "type": "fact", "keywords": ["secret"], "agentId": "alice"},
+        tenant=tenant,
+    )
+    await redis_client.sadd(layout.key(tenant, "default", "bob", "secret"), alice["result"]["id"])
+    await redis_client.sadd(layout.key(tenant, "default", "default", "secret"), alice["result"]["id"])
+    bob = await memory_api.call("recall", {"keywords": ["secret"], "agentId": "bob"}, tenant=tenant)
+    assert bob["result"]["fragments"] == []
+    other_tenant = await memory_api.call("recall", {"keywords": ["secret"]}, tenant=tenant + "-b")
+    assert other_tenant["result"]["fragments"] == []
+
+
+async def test_recall_and_remember_work_with_redis_stopped(servers, tmp_path):
+    valkey = start_valkey(tmp_path / "valkey", password=secrets.token_urlsafe(8))
+    settings = servers.settings(REDIS_URL=valkey.url)
+    app = create_app(settings)
+    headers = {
+        HEADER: encode_principal(
+            Principal(tenant_id="t-" + secrets.token_hex(4), scopes=SCOPES), "test-internal-secret"
+        )
+    }
+    try:
+        async with app.router.lifespan_context(app):
+            async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://m") as client:
+
+                async def call(tool, arguments):
+                    return (
+                        await client.post(f"/v1/tools/{tool}", json={"arguments": arguments}, headers=headers)
+                    ).json()
+
+                valkey.stop()
+                stored = await call(
+                    "remember",
+                    {"content": "written without redis", "topic": "t", "type": "fact", "keywords": ["offline"]},
+                )
+                assert stored["result"]["created"] is True
+                found = await call("recall", {"keywords": ["offline"]})
+                assert [(f["id"], f["tier"]) for f in found["result"]["fragments"]] == [(stored["result"]["id"], "L2")]
+                by_text = await call("recall", {"text": "written without redis"})
+                assert stored["result"]["id"] in [f["id"] for f in by_text["result"]["fragments"]]
+                health = await client.get("/health")
+                assert health.status_code == 200 and health.json()["redis"] == "down"
+    finally:
+        valkey.stop()
