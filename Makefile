@@ -40,3 +40,6 @@ migrate: $(STAMP) ## apply migrations to DATABASE_URL / MIGRATION_DATABASE_URL
 
 clean: ## remove the environment (not the data dir)
 	rm -rf $(VENV)
+
+bench: $(STAMP) ## latency/throughput through the gateway on N fragments (N=10000; N=1000000 for 1M)
+	$(BIN)/python -m bench.run --n $(or $(N),10000)

@@ -1,0 +1,119 @@
+"""Percentiles, the targets table (SPEC.md "Performance" and the seeds' own), JSON results and the README table."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "bench" / "results"
+
+# op -> (SPEC p95 target in ms or a rule, the seed's target as written)
+TARGETS = {
+    "remember": (15.0, "500 ms incl. embedding (seed 002)"),
+    "recall_keywords": (10.0, "L1 < 1 ms, L2 1–10 ms (seed 000 §4.6)"),
+    "recall_text": ("embed+20", "200 ms incl. embedding (seed 002)"),
+    "link": (10.0, "100 ms (seed 002)"),
+    "amend": (10.0, "100 ms (seed 002)"),
+    "context": (None, "—"),
+}
+
+
+def percentiles(latencies: list[float]) -> dict:
+    if not latencies:
+        return {}
+    ordered = sorted(latencies)
+
+    def at(q: float) -> float:
+        return round(ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000, 2)
+
+    return {"count": len(ordered), "p50_ms": at(0.50), "p95_ms": at(0.95), "p99_ms": at(0.99)}
+
+
+def target_ms(op: str, results: dict) -> float | None:
+    target = TARGETS[op][0]
+    if target == "embed+20":
+        return round(results["query_embedding"]["p95_ms"] + 20, 2)
+    return target
+
+
+def rows(results: dict) -> list[dict]:
+    out = []
+    for key, stats in results["latency"].items():
+        op, path, level = key.split("|")
+        target = target_ms(op, results)
+        out.append(
+            {
+                "op": op,
+                "path": path,
+                "concurrency": level[1:],
+                **stats,
+                "target_ms": target,
+                "meets": None if target is None else stats["p95_ms"] <= target,
+                "seed": TARGETS[op][1],
+            }
+        )
+    return out
+
+
+def print_table(results: dict) -> None:
+    print(
+        f"\nMemento benchmark — {results['n']} fragments, {results['ops_per_level']} calls per row, "
+        f"{results['machine']}"
+    )
+    print(
+        f"query embedding (the model alone): p50 {results['query_embedding']['p50_ms']} ms, "
+        f"p95 {results['query_embedding']['p95_ms']} ms"
+    )
+    header = (
+        f"{'operation':16} {'path':10} {'c':>2} {'p50':>8} {'p95':>8} {'p99':>8} {'ops/s':>7}  {'SPEC p95':>9}  seed"
+    )
+    print(header)
+    print("-" * len(header))
+    for r in rows(results):
+        target = "—" if r["target_ms"] is None else f"≤{r['target_ms']:g}{' ✓' if r['meets'] else ' ✗'}"
+        print(
+            f"{r['op']:16} {r['path']:10} {r['concurrency']:>2} {r['p50_ms']:>8} {r['p95_ms']:>8} {r['p99_ms']:>8} "
+            f"{r['throughput_per_s']:>7}  {target:>9}  {r['seed']}"
+        )
+    if results.get("memory_mb"):
+        print("memory (RSS MB): " + ", ".join(f"{k} {v}" for k, v in results["memory_mb"].items()))
+
+
+def markdown(results: dict) -> str:
+    lines = [
+        f"Latest: {results['n']:,} fragments, {results['ops_per_level']} calls per row, {results['machine']}, "
+        f"every service on the same machine. Produced by `{results['command']}` "
+        f"(`bench/results/{results['file']}`). Query embedding alone: p50 {results['query_embedding']['p50_ms']} ms, "
+        f"p95 {results['query_embedding']['p95_ms']} ms.",
+        "",
+        "| operation | path | clients | p50 ms | p95 ms | p99 ms | ops/s | SPEC p95 | seed |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows(results):
+        target = "—" if r["target_ms"] is None else f"≤ {r['target_ms']:g} {'✓' if r['meets'] else '✗'}"
+        lines.append(
+            f"| {r['op']} | {r['path']} | {r['concurrency']} | {r['p50_ms']} | {r['p95_ms']} | {r['p99_ms']} "
+            f"| {r['throughput_per_s']} | {target} | {r['seed']} |"
+        )
+    if results.get("memory_mb"):
+        lines += ["", "Memory (RSS, MB): " + ", ".join(f"{k} {v}" for k, v in results["memory_mb"].items()) + "."]
+    return "\n".join(lines)
+
+
+def write_results(results: dict, update_readme: bool) -> Path:
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    name = f"latency-{results['n']}-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    results["file"] = name
+    path = RESULTS / name
+    path.write_text(json.dumps(results, indent=2) + "\n")
+    if update_readme:
+        readme = ROOT / "README.md"
+        text = readme.read_text()
+        block = f"<!-- bench:latency:start -->\n{markdown(results)}\n<!-- bench:latency:end -->"
+        text, count = re.subn(r"<!-- bench:latency:start -->.*?<!-- bench:latency:end -->", block, text, flags=re.S)
+        if count:
+            readme.write_text(text)
+    return path

@@ -1,0 +1,282 @@
+"""`make bench`: latency and throughput of each tool through the gateway (official MCP client) and directly at
+memory-api, at several concurrencies, on N bulk-loaded fragments. Prints every figure beside SPEC.md's target
+and the seed's, writes JSON to bench/results/, and refreshes the README table.
+
+    python -m bench.run --n 10000 --concurrency 1,8 --ops 200
+    python -m bench.run --url http://127.0.0.1:56332/mcp --key KEY   # an already running system (no bulk load)
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import random
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import httpx
+import psutil
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+
+from bench.corpus import TOPICS, keyword_pool, queries
+from bench.load import load
+from bench.report import percentiles, print_table, write_results
+from memento_shared.principal import HEADER, SCOPES, Principal, encode_principal
+
+ROOT = Path(__file__).resolve().parents[1]
+WORKSPACE = "bench"
+
+
+class System:
+    """The system under test: started like `make run` in a fresh data dir, or an existing one."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.process: subprocess.Popen | None = None
+        self.info: dict = {}
+        self.secrets: dict = {}
+
+    def start(self) -> None:
+        if self.args.url:
+            self.info = {"mcp_url": self.args.url}
+            self.secrets = {"access_key": self.args.key}
+            return
+        data_dir = Path(self.args.data_dir or tempfile.mkdtemp(prefix="memento-bench-"))
+        env = {**os.environ, "MEMENTO_DATA_DIR": str(data_dir), "PORT": str(self.args.port)}
+        self.log = (data_dir.parent / f"{data_dir.name}.launcher.log").open("wb")
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "memento_devtools.launcher"],
+            env=env,
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            cwd=ROOT,
+        )
+        deadline = time.monotonic() + 300
+        while not (data_dir / "run.json").exists():
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                raise SystemExit(f"bench: the system did not start; see {self.log.name}")
+            time.sleep(0.2)
+        self.info = json.loads((data_dir / "run.json").read_text())
+        self.secrets = json.loads((data_dir / "secrets.json").read_text())
+
+    def stop(self) -> None:
+        if self.process is not None:
+            self.process.send_signal(signal.SIGINT)
+            self.process.wait(120)
+
+    def owner_url(self) -> str:
+        parts = urlsplit(self.info["database_url"])
+        return parts._replace(
+            netloc=f"postgres:{self.secrets['postgres_owner_password']}@{parts.hostname}:{parts.port}"
+        ).geturl()
+
+    def service_url(self, name: str) -> str:
+        return f"http://127.0.0.1:{self.info['ports'][name]}"
+
+    def memory(self) -> dict[str, float]:
+        if self.process is None:
+            return {}
+        out = {}
+        for child in psutil.Process(self.process.pid).children(recursive=True):
+            try:
+                cmd = " ".join(child.cmdline())
+                name = next(
+                    (
+                        s
+                        for s in ("gateway", "memory_api", "embedder", "evaluator", "consolidator")
+                        if f"memento_{s}" in cmd
+                    ),
+                    child.name(),
+                )
+                out[name] = out.get(name, 0) + child.memory_info().rss / 2**20
+            except psutil.Error:
+                continue
+        return {k: round(v, 1) for k, v in sorted(out.items())}
+
+
+class Workload:
+    """Arguments for each measured operation; every call is a realistic, valid request."""
+
+    def __init__(self, ids: list[str]) -> None:
+        self.ids = ids
+        self.rng = random.Random(11)
+        self.keywords = keyword_pool()
+        self.queries = iter(queries(100_000))
+        self.counter = 0
+
+    def args(self, op: str) -> dict:
+        self.counter += 1
+        n = self.counter
+        if op == "remember":
+            return {
+                "content": f"bench note {n}: {self.rng.choice(self.keywords)} changed at step {n}",
+                "topic": self.rng.choice(TOPICS),
+                "type": "fact",
+            }
+        if op == "recall_keywords":
+            return {"keywords": [self.rng.choice(self.keywords)]}
+        if op == "recall_text":
+            return {"text": next(self.queries)}
+        if op == "link":
+            return {
+                "fromId": self.ids[(2 * n) % len(self.ids)],
+                "toId": self.ids[(2 * n + 1) % len(self.ids)],
+                "relationType": "related",
+            }
+        if op == "amend":
+            return {"id": self.rng.choice(self.ids), "content": f"amended bench note {n} {self.rng.random():.6f}"}
+        if op == "context":
+            return {}
+        raise ValueError(op)
+
+
+TOOL = {"recall_keywords": "recall", "recall_text": "recall"}
+OPS = ["remember", "recall_keywords", "recall_text", "link", "amend", "context"]
+
+
+async def through_gateway(system: System, workload: Workload, op: str, concurrency: int, ops: int) -> list[float]:
+    headers = {"Authorization": f"Bearer {system.secrets['access_key']}", "X-Memento-Workspace": WORKSPACE}
+    latencies: list[float] = []
+
+    async def client_loop(count: int) -> None:
+        async with Client(
+            streamable_http_client(system.info["mcp_url"], http_client=create_mcp_http_client(headers=headers))
+        ) as client:
+            for _ in range(3):  # warm the session and connection, unmeasured
+                await client.call_tool(TOOL.get(op, op), workload.args(op))
+            for _ in range(count):
+                started = time.perf_counter()
+                result = await client.call_tool(TOOL.get(op, op), workload.args(op))
+                latencies.append(time.perf_counter() - started)
+                if result.is_error and "CONFLICT" not in result.content[0].text:
+                    raise SystemExit(f"bench: {op} failed: {result.content[0].text}")
+
+    await asyncio.gather(*(client_loop(ops // concurrency) for _ in range(concurrency)))
+    return latencies
+
+
+async def direct(system: System, workload: Workload, op: str, concurrency: int, ops: int) -> list[float]:
+    secret = system.secrets["internal_secret"]
+    latencies: list[float] = []
+    async with httpx.AsyncClient(base_url=system.service_url("memory-api"), timeout=30) as client:
+
+        async def loop(count: int) -> None:
+            for i in range(count + 3):
+                principal = Principal(tenant_id="default", scopes=SCOPES, workspace=WORKSPACE)
+                headers = {HEADER: encode_principal(principal, secret)}
+                started = time.perf_counter()
+                response = await client.post(
+                    f"/v1/tools/{TOOL.get(op, op)}", json={"arguments": workload.args(op)}, headers=headers
+                )
+                if i >= 3:
+                    latencies.append(time.perf_counter() - started)
+                response.raise_for_status()
+
+        await asyncio.gather(*(loop(ops // concurrency) for _ in range(concurrency)))
+    return latencies
+
+
+async def query_embedding_time(system: System, count: int) -> list[float]:
+    """The model's own query-embedding time, measured in the same run (SPEC: recall by text ≤ this + 20 ms)."""
+    latencies = []
+    texts = queries(count + 3, seed=99)
+    async with httpx.AsyncClient(base_url=system.service_url("embedder"), timeout=30) as client:
+        for i, text in enumerate(texts):
+            started = time.perf_counter()
+            response = await client.post("/v1/embeddings", json={"input": [text], "input_type": "query"})
+            response.raise_for_status()
+            if i >= 3:
+                latencies.append(time.perf_counter() - started)
+    return latencies
+
+
+async def wait_for_l1(system: System) -> None:
+    from redis.asyncio import from_url
+
+    from memento_shared import l1
+
+    redis = from_url(system.info["redis_url"])
+    try:
+        await redis.delete(l1.READY_KEY)  # the bulk load bypassed L1: have memory-api rebuild it from Postgres
+        deadline = time.monotonic() + 600
+        while not await redis.exists(l1.READY_KEY):
+            if time.monotonic() > deadline:
+                raise SystemExit("bench: L1 was not rebuilt in time")
+            await asyncio.sleep(0.5)
+    finally:
+        await redis.aclose()
+
+
+async def main_async(args: argparse.Namespace) -> dict:
+    system = System(args)
+    system.start()
+    try:
+        results: dict = {
+            "n": args.n,
+            "ops_per_level": args.ops,
+            "machine": f"{platform.machine()}, {os.cpu_count()} cores",
+            "command": "python -m bench.run " + " ".join(sys.argv[1:]),
+            "load": {},
+            "latency": {},
+        }
+        if args.url:
+            ids = []
+            print("bench: attached to a running system; loading through remember", flush=True)
+        else:
+            print(f"bench: bulk-loading {args.n} fragments ...", flush=True)
+            loaded = await load(system.owner_url(), system.service_url("embedder"), args.n, WORKSPACE)
+            ids = loaded.pop("ids")
+            results["load"] = loaded
+            await wait_for_l1(system)
+        workload = Workload(ids or ["frag-0000000000000000"])
+        results["query_embedding"] = percentiles(await query_embedding_time(system, min(args.ops, 100)))
+        paths = [("gateway", through_gateway)] + ([] if args.url else [("memory-api", direct)])
+        for concurrency in args.concurrency:
+            for path, fn in paths:
+                for op in OPS:
+                    if op in ("link", "amend") and not ids:
+                        continue
+                    started = time.perf_counter()
+                    latencies = await fn(system, workload, op, concurrency, args.ops)
+                    elapsed = time.perf_counter() - started
+                    stats = percentiles(latencies) | {"throughput_per_s": round(len(latencies) / elapsed, 1)}
+                    results["latency"][f"{op}|{path}|c{concurrency}"] = stats
+                    print(
+                        f"  {op:16} {path:10} c={concurrency}: p50 {stats['p50_ms']} ms, p95 {stats['p95_ms']} ms",
+                        flush=True,
+                    )
+        results["memory_mb"] = system.memory()
+        return results
+    finally:
+        system.stop()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--n", type=int, default=10_000, help="fragments to bulk-load (10k default; 1000000 for 1M)")
+    parser.add_argument("--ops", type=int, default=200, help="measured calls per operation and concurrency level")
+    parser.add_argument("--concurrency", type=lambda s: [int(x) for x in s.split(",")], default=[1, 8])
+    parser.add_argument("--url", help="MCP URL of a running system (skips the bulk load)")
+    parser.add_argument("--key", help="access key for --url")
+    parser.add_argument("--data-dir", help="data dir for the started system (default: a fresh temporary one)")
+    parser.add_argument("--port", type=int, default=56432, help="gateway port of the started system")
+    parser.add_argument("--no-readme", action="store_true", help="do not refresh the README table")
+    args = parser.parse_args()
+    results = asyncio.run(main_async(args))
+    print_table(results)
+    path = write_results(results, update_readme=not args.no_readme and not args.url)
+    print(f"\nbench: results written to {path.relative_to(ROOT)}")
+
+
+if __name__ == "__main__":
+    main()
