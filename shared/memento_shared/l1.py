@@ -1,8 +1,15 @@
 """The L1 keyword index's Redis layout, shared by memory-api (writes, reads, rebuild) and the consolidator
-(expiry): one set per (tenant, workspace, agent, keyword) of fragment ids, plus a marker that says the index is
-complete. If Redis loses its data the marker goes with it, and memory-api rebuilds from Postgres."""
+(expiry): one sorted set per (tenant, workspace, agent, keyword) of fragment ids, plus a marker that says the
+index is complete. If Redis loses its data the marker goes with it, and memory-api rebuilds from Postgres.
+
+Sorted, not plain, sets: at a million fragments a common keyword holds tens of thousands of ids, and recall must
+read only the best few. The score approximates seed 000's composite rank (importance and recency) with a term
+that is linear in creation time, so it can be computed once when the fragment is written.
+"""
 
 from __future__ import annotations
+
+from datetime import datetime
 
 READY_KEY = "memento:l1:ready"
 REBUILD_LOCK = "memento:l1:rebuilding"
@@ -12,11 +19,18 @@ def key(tenant_id: str, workspace: str, agent_id: str, keyword: str) -> str:
     return f"memento:l1:{{{tenant_id}}}:{workspace}:{agent_id}:{keyword}"
 
 
+def score(
+    importance: float, created_at: datetime, importance_weight: float = 0.6, recency_weight: float = 0.4
+) -> float:
+    """importance_weight * importance + recency_weight * (months since 1970): newer and more important first."""
+    return importance_weight * float(importance) + recency_weight * created_at.timestamp() / (30 * 86400)
+
+
 async def remove(redis, tenant_id: str, workspace: str, agent_id: str, fragment_id: str, keywords: list[str]) -> None:
     """Drop one fragment from its keyword sets (forget, amend, expiry). Callers treat Redis errors as non-fatal."""
     if redis is None or not keywords:
         return
     async with redis.pipeline(transaction=False) as pipe:
         for keyword in keywords:
-            pipe.srem(key(tenant_id, workspace, agent_id, keyword), fragment_id)
+            pipe.zrem(key(tenant_id, workspace, agent_id, keyword), fragment_id)
         await pipe.execute()

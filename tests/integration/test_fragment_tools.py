@@ -27,7 +27,7 @@ async def test_forget_by_id_removes_row_links_and_l1(memory_api, tenant, owner_p
         await owner_pool.fetchval("SELECT count(*) FROM agent_memory.fragment_links WHERE tenant_id = $1", tenant) == 0
     )
     assert await owner_pool.fetchval("SELECT linked_to FROM agent_memory.fragments WHERE id = $1", b) == []
-    assert not await redis_client.sismember(f"memento:l1:{{{tenant}}}:default:default:gateway", a)
+    assert None is await redis_client.zscore(f"memento:l1:{{{tenant}}}:default:default:gateway", a)
 
 
 async def test_forget_protects_permanent_and_anchors_unless_forced(memory_api, tenant):
@@ -97,7 +97,7 @@ async def test_amend_archives_rederives_and_reembeds(memory_api, tenant, owner_p
     assert [e["event_type"] for e in events] == ["fragment.stored", "fragment.amended"]
     assert await owner_pool.fetchval("SELECT count(*) FROM agent_memory.fragment_links WHERE from_id = $1", a) == 1
     assert await ids_for(memory_api, tenant, keywords=["monday"]) == [a]
-    assert not await redis_client.sismember(f"memento:l1:{{{tenant}}}:default:default:friday", a)
+    assert None is await redis_client.zscore(f"memento:l1:{{{tenant}}}:default:default:friday", a)
 
 
 async def test_amend_importance_recomputes_ttl_and_validates(memory_api, tenant, owner_pool):

@@ -33,8 +33,8 @@ async def test_a_foreign_id_planted_in_l1_never_surfaces(memory_api, tenant, red
         {"content": "alice's secret", "topic": "t", "type": "fact", "keywords": ["secret"], "agentId": "alice"},
         tenant=tenant,
     )
-    await redis_client.sadd(layout.key(tenant, "default", "bob", "secret"), alice["result"]["id"])
-    await redis_client.sadd(layout.key(tenant, "default", "default", "secret"), alice["result"]["id"])
+    await redis_client.zadd(layout.key(tenant, "default", "bob", "secret"), {alice["result"]["id"]: 1e9})
+    await redis_client.zadd(layout.key(tenant, "default", "default", "secret"), {alice["result"]["id"]: 1e9})
     bob = await memory_api.call("recall", {"keywords": ["secret"], "agentId": "bob"}, tenant=tenant)
     assert bob["result"]["fragments"] == []
     other_tenant = await memory_api.call("recall", {"keywords": ["secret"]}, tenant=tenant + "-b")

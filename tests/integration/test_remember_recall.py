@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from memento_memory_api.recall.l1 import ensure_ready
+from memento_shared import l1 as l1_layout
+
 
 async def count_rows(owner_pool, tenant: str) -> tuple[int, int]:
     fragments = await owner_pool.fetchval("SELECT count(*) FROM agent_memory.fragments WHERE tenant_id = $1", tenant)
@@ -35,18 +38,20 @@ async def test_remember_then_recall_by_keywords(memory_api, tenant, owner_pool):
     assert await count_rows(owner_pool, tenant) == (1, 1)
 
 
-async def test_recall_falls_back_to_l2_when_l1_is_empty(memory_api, tenant, redis_client):
+async def test_recall_uses_l2_while_l1_is_incomplete(memory_api, tenant, redis_client, app_pool):
     stored = await memory_api.call(
         "remember",
         {"content": "Use blue-green deploys for the billing service", "topic": "deployment", "type": "procedure"},
         tenant=tenant,
     )
-    # keywords were extracted (none given); wipe this tenant's L1 sets to force the GIN path
+    # keywords were extracted (none given) and indexed in L1
     keys = [k async for k in redis_client.scan_iter(f"memento:l1:{{{tenant}}}:*")]
     assert keys, "remember must index its keywords in L1"
-    await redis_client.delete(*keys)
+    # Redis lost data (keys and the ready marker): L1 is skipped, not trusted, until it is rebuilt
+    await redis_client.delete(*keys, l1_layout.READY_KEY)
     found = await memory_api.call("recall", {"keywords": ["billing"]}, tenant=tenant)
     assert [(f["id"], f["tier"]) for f in found["result"]["fragments"]] == [(stored["result"]["id"], "L2")]
+    assert await ensure_ready(memory_api.app.state.l1_redis, app_pool)
 
 
 async def test_same_content_twice_returns_existing_id(memory_api, tenant, owner_pool):
@@ -155,3 +160,16 @@ async def test_session_scope_goes_to_working_memory_not_postgres(memory_api, ten
         "remember", {"content": "x", "topic": "t", "type": "fact", "scope": "session"}, tenant=tenant
     )
     assert no_session["error"]["field"] == "scope"
+
+
+async def test_recall_counts_accesses_off_the_request_path(memory_api, tenant, owner_pool):
+    stored = await memory_api.call(
+        "remember", {"content": "counted", "topic": "t", "type": "fact", "keywords": ["counted"]}, tenant=tenant
+    )
+    for _ in range(3):
+        await memory_api.call("recall", {"keywords": ["counted"]}, tenant=tenant)
+    await memory_api.app.state.access.flush()
+    row = await owner_pool.fetchrow(
+        "SELECT access_count, accessed_at FROM agent_memory.fragments WHERE id = $1", stored["result"]["id"]
+    )
+    assert row["access_count"] == 3 and row["accessed_at"] is not None

@@ -10,6 +10,7 @@ import httpx
 from fastapi import FastAPI
 
 from memento_memory_api import tools  # noqa: F401  (binds the handlers)
+from memento_memory_api.access import AccessRecorder
 from memento_memory_api.context import Profile
 from memento_memory_api.embedding_client import EmbeddingClient
 from memento_memory_api.outbox_relay import Relay
@@ -49,6 +50,8 @@ def create_app(settings: Settings) -> FastAPI:
         state.profile = await load_active_profile(state.pool)
         state.uow = UnitOfWorkFactory(state.pool)
         state.background = set()
+        state.access = AccessRecorder(state.pool)
+        state.access.start()
         state.relay = Relay(state.pool, state.queue, settings.database_url)
         state.relay.start()
         state.l1_keeper = L1Keeper(state.l1_redis, state.pool)
@@ -59,6 +62,7 @@ def create_app(settings: Settings) -> FastAPI:
         finally:
             await state.relay.stop()
             await state.l1_keeper.stop()
+            await state.access.stop()
             for task in list(state.background):
                 await task
             await state.http.aclose()

@@ -3,7 +3,6 @@ then ranking, the token budget and one-hop links."""
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from datetime import UTC, datetime
@@ -15,7 +14,6 @@ from memento_memory_api.embedding_client import EmbeddingUnavailable
 from memento_memory_api.recall import l1, lexical, vector
 from memento_memory_api.recall.fusion import rrf
 from memento_memory_api.repositories import fragments as repo
-from memento_shared.db.rls import set_principal
 from memento_shared.telemetry.metrics import RECALL_TIER_HITS, SEARCH_LATENCY
 from memento_shared.text.keywords import normalise_keywords
 from memento_shared.tools.fragments import RecallArgs
@@ -44,14 +42,18 @@ async def recall(ctx: ToolContext, args: RecallArgs) -> dict[str, Any]:
         conn = uow.conn
         rows: dict[str, Any] = {}
         if keywords:
-            l1_ids = await l1.lookup(
-                ctx.redis, scope.tenant_id, scope.workspace, agents or [scope.agent_id, "default"], keywords
-            )
+            # L1 is keyed by agent namespace; admin reads span every agent, which only Postgres can list
+            l1_ids = None
+            if agents is not None:
+                l1_ids = await l1.lookup(ctx.redis, scope.tenant_id, scope.workspace, agents, keywords, CANDIDATES)
             if l1_ids:
                 for row in await repo.fetch_by_ids(conn, l1_ids, args.topic, args.type):
                     rows[row["id"]] = row
                     tiers.setdefault(row["id"], "L1")
-            if len(rows) < CANDIDATES:  # L2 when L1 is short (or down)
+            # L2 adds partial matches (any keyword) and covers L1 being down or still rebuilding; for one keyword
+            # and no filter, a ready L1 already holds exactly what L2 would find.
+            l1_complete = l1_ids is not None and len(keywords) == 1 and args.topic is None and args.type is None
+            if not l1_complete and len(rows) < CANDIDATES:
                 for row in await repo.by_keywords(conn, keywords, agents, args.topic, args.type, CANDIDATES):
                     rows.setdefault(row["id"], row)
                     tiers.setdefault(row["id"], "L2")
@@ -107,7 +109,7 @@ async def recall(ctx: ToolContext, args: RecallArgs) -> dict[str, Any]:
         RECALL_TIER_HITS.labels(tier).inc()
     result = [render.fragment(rows[i], tiers.get(i), similarity.get(i)) for i in chosen]
     result += [render.fragment(r, "link", None, linked=True) for r in linked_rows]
-    _touch_later(ctx, [f["id"] for f in result])
+    ctx.access.record(scope, [f["id"] for f in result])
     return {"fragments": result, "count": len(result), "totalTokens": used, "tokenBudget": args.tokenBudget}
 
 
@@ -141,24 +143,3 @@ def _within_budget(order: list[str], rows: dict[str, Any], budget: int) -> tuple
         chosen.append(i)
         used += tokens
     return chosen, used
-
-
-def _touch_later(ctx: ToolContext, ids: list[str]) -> None:
-    """access_count/accessed_at are bookkeeping: updated after the answer, off the request path."""
-    if not ids:
-        return
-
-    async def run() -> None:
-        try:
-            async with ctx.uow.pool.acquire() as conn, conn.transaction():
-                s = ctx.scope
-                await set_principal(
-                    conn, tenant_id=s.tenant_id, workspace=s.workspace, agent_id=s.agent_id, access=s.access
-                )
-                await repo.touch(conn, ids)
-        except Exception as exc:  # never fails a recall that already answered
-            log.warning("recall.touch_failed", extra={"error_type": type(exc).__name__})
-
-    task = asyncio.create_task(run())
-    ctx.background.add(task)
-    task.add_done_callback(ctx.background.discard)

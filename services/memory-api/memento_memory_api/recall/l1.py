@@ -22,14 +22,20 @@ REBUILD_BATCH = 5000
 
 
 async def index(
-    redis: Redis | None, tenant_id: str, workspace: str, agent_id: str, fragment_id: str, keywords: list[str]
+    redis: Redis | None,
+    tenant_id: str,
+    workspace: str,
+    agent_id: str,
+    fragment_id: str,
+    keywords: list[str],
+    score: float,
 ) -> None:
     if redis is None or not keywords:
         return
     try:
         async with redis.pipeline(transaction=False) as pipe:
             for keyword in keywords:
-                pipe.sadd(layout.key(tenant_id, workspace, agent_id, keyword), fragment_id)
+                pipe.zadd(layout.key(tenant_id, workspace, agent_id, keyword), {fragment_id: score})
             await pipe.execute()
     except (RedisError, OSError) as exc:
         log.warning("l1.index_failed", extra={"error_type": type(exc).__name__})
@@ -45,16 +51,21 @@ async def unindex(
 
 
 async def lookup(
-    redis: Redis | None, tenant_id: str, workspace: str, agents: list[str], keywords: list[str]
+    redis: Redis | None, tenant_id: str, workspace: str, agents: list[str], keywords: list[str], limit: int
 ) -> list[str] | None:
-    """Ids holding every keyword, per visible agent namespace; None when L1 is unavailable or incomplete."""
+    """The best `limit` ids holding every keyword, per visible agent namespace; None when L1 is unavailable or
+    incomplete. One keyword reads the top of its sorted set; several intersect them (smallest set first)."""
     if redis is None or not keywords:
         return None
     try:
         async with redis.pipeline(transaction=False) as pipe:
             pipe.exists(layout.READY_KEY)
             for agent in agents:
-                pipe.sinter([layout.key(tenant_id, workspace, agent, k) for k in keywords])
+                keys = [layout.key(tenant_id, workspace, agent, k) for k in keywords]
+                if len(keys) == 1:
+                    pipe.zrevrange(keys[0], 0, limit - 1)
+                else:
+                    pipe.zinter(keys, aggregate="MAX")
             ready, *results = await pipe.execute()
     except (RedisError, OSError) as exc:
         log.warning("l1.lookup_failed", extra={"error_type": type(exc).__name__})
@@ -63,6 +74,8 @@ async def lookup(
         return None
     ids: list[str] = []
     for members in results:
+        if len(keywords) > 1:
+            members = list(reversed(members))[:limit]  # ZINTER answers in ascending score order
         ids.extend(m.decode() if isinstance(m, bytes) else m for m in members)
     return ids
 
@@ -99,7 +112,8 @@ async def _rebuild(redis: Redis, pool: asyncpg.Pool) -> None:
         async with pool.acquire() as conn, conn.transaction():
             await set_system(conn)
             rows = await conn.fetch(
-                "SELECT id, tenant_id, workspace, agent_id, keywords FROM agent_memory.fragments"
+                "SELECT id, tenant_id, workspace, agent_id, keywords, importance, created_at"
+                " FROM agent_memory.fragments"
                 " WHERE id > $1 ORDER BY id LIMIT $2",
                 last,
                 REBUILD_BATCH,
@@ -108,8 +122,11 @@ async def _rebuild(redis: Redis, pool: asyncpg.Pool) -> None:
             return
         async with redis.pipeline(transaction=False) as pipe:
             for row in rows:
+                score = layout.score(row["importance"], row["created_at"])
                 for keyword in row["keywords"]:
-                    pipe.sadd(layout.key(row["tenant_id"], row["workspace"], row["agent_id"], keyword), row["id"])
+                    pipe.zadd(
+                        layout.key(row["tenant_id"], row["workspace"], row["agent_id"], keyword), {row["id"]: score}
+                    )
             await pipe.execute()
         last = rows[-1]["id"]
         await asyncio.sleep(0)

@@ -140,11 +140,13 @@ async def linked(conn: asyncpg.Connection, ids: list[str], relations: list[str],
     )
 
 
-async def touch(conn: asyncpg.Connection, ids: list[str]) -> None:
+async def touch(conn: asyncpg.Connection, counts: dict[str, int]) -> None:
+    """Add each fragment's recall count and stamp accessed_at."""
     await conn.execute(
-        "UPDATE agent_memory.fragments SET access_count = access_count + 1, accessed_at = now()"
-        " WHERE id = ANY($1::text[])",
-        ids,
+        "UPDATE agent_memory.fragments f SET access_count = f.access_count + c.n, accessed_at = now()"
+        " FROM unnest($1::text[], $2::int[]) AS c(id, n) WHERE f.id = c.id",
+        list(counts),
+        list(counts.values()),
     )
 
 

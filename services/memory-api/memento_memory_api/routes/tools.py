@@ -78,6 +78,7 @@ async def call_tool(name: str, request: Request) -> JSONResponse:
                 settings=state.settings,
                 background=state.background,
                 queue=state.queue,
+                access=state.access,
             )
             result = await handler(ctx, args)
             payload = {"result": result}

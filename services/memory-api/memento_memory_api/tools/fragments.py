@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+from datetime import UTC, datetime
 from typing import Any
 
 from memento_memory_api.context import ToolContext
@@ -12,6 +13,7 @@ from memento_memory_api.recall.cascade import recall as run_recall
 from memento_memory_api.repositories import fragments as repo
 from memento_memory_api.tools.registry import handles
 from memento_memory_api.uow import UnitOfWork
+from memento_shared import l1 as l1_layout
 from memento_shared.domain.fragments import DEFAULT_IMPORTANCE, content_hash, infer_ttl, new_fragment_id, truncate
 from memento_shared.errors import ErrorCode, MementoError, invalid, not_found
 from memento_shared.text.keywords import extract_keywords, normalise_keywords
@@ -66,8 +68,15 @@ async def store_fragment(
     )
 
     async def index_l1() -> None:
+        score = l1_layout.score(fragment["importance"], datetime.now(UTC))
         await l1.index(
-            ctx.redis, fragment["tenant_id"], fragment["workspace"], fragment["agent_id"], new_id, fragment["keywords"]
+            ctx.redis,
+            fragment["tenant_id"],
+            fragment["workspace"],
+            fragment["agent_id"],
+            new_id,
+            fragment["keywords"],
+            score,
         )
 
     uow.after_commit.append(index_l1)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 from memento_memory_api.context import ToolContext
@@ -9,6 +10,7 @@ from memento_memory_api.recall import l1
 from memento_memory_api.repositories import fragments as repo
 from memento_memory_api.tools.registry import handles
 from memento_memory_api.uow import UnitOfWork
+from memento_shared import l1 as l1_layout
 from memento_shared.domain.fragments import content_hash, infer_ttl, new_fragment_id, truncate
 from memento_shared.errors import ErrorCode, MementoError, invalid, not_found
 from memento_shared.text.keywords import extract_keywords, normalise_keywords
@@ -126,18 +128,35 @@ async def amend(ctx: ToolContext, args: AmendArgs) -> dict[str, Any]:
                 "fragment.amended",
                 {"fragment_id": row["id"], "content_hash": changes["content_hash"], "agent_id": row["agent_id"]},
             )
-        if "keywords" in changes:
-            _reindex(uow, ctx, row, row["id"], changes["keywords"])
+        if "keywords" in changes or "importance" in changes:  # the L1 score follows importance
+            _reindex(
+                uow,
+                ctx,
+                row,
+                row["id"],
+                changes.get("keywords", list(row["keywords"])),
+                changes.get("importance", row["importance"]),
+            )
     return {"success": True, "id": row["id"], "version": version, "supersededId": None}
 
 
-def _reindex(uow: UnitOfWork, ctx: ToolContext, row: Any, new_id: str, keywords: list[str]) -> None:
+def _reindex(uow: UnitOfWork, ctx: ToolContext, row: Any, new_id: str, keywords: list[str], importance: float) -> None:
+    created_at = row["created_at"] if new_id == row["id"] else datetime.now(UTC)
+
     async def reindex() -> None:
         if new_id == row["id"]:
             await l1.unindex(
                 ctx.redis, row["tenant_id"], row["workspace"], row["agent_id"], row["id"], list(row["keywords"])
             )
-        await l1.index(ctx.redis, row["tenant_id"], row["workspace"], row["agent_id"], new_id, keywords)
+        await l1.index(
+            ctx.redis,
+            row["tenant_id"],
+            row["workspace"],
+            row["agent_id"],
+            new_id,
+            keywords,
+            l1_layout.score(importance, created_at),
+        )
 
     uow.after_commit.append(reindex)
 
@@ -178,5 +197,5 @@ async def _supersede(ctx: ToolContext, uow: UnitOfWork, row: Any, changes: dict[
         "fragment.stored",
         {"fragment_id": new_id, "content_hash": fragment["content_hash"], "agent_id": row["agent_id"]},
     )
-    _reindex(uow, ctx, row, new_id, fragment["keywords"])
+    _reindex(uow, ctx, row, new_id, fragment["keywords"], fragment["importance"])
     return {"success": True, "id": new_id, "version": version, "supersededId": row["id"]}

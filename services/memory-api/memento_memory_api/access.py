@@ -1,0 +1,54 @@
+"""access_count / accessed_at bookkeeping, off the request path: recalls record the ids they returned, and one
+UPDATE per scope flushes them about once a second (one write per second instead of one per recall)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import Counter
+
+import asyncpg
+
+from memento_memory_api.repositories import fragments as repo
+from memento_memory_api.uow import Scope
+from memento_shared.db.rls import set_principal
+
+log = logging.getLogger(__name__)
+
+
+class AccessRecorder:
+    def __init__(self, pool: asyncpg.Pool, interval: float = 1.0) -> None:
+        self.pool = pool
+        self.interval = interval
+        self.pending: dict[tuple, Counter[str]] = {}
+        self._task: asyncio.Task | None = None
+
+    def record(self, scope: Scope, ids: list[str]) -> None:
+        key = (scope.tenant_id, scope.workspace, scope.agent_id, scope.access)
+        self.pending.setdefault(key, Counter()).update(ids)
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run())
+
+    async def stop(self) -> None:
+        if self._task:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+        await self.flush()
+
+    async def _run(self) -> None:
+        while True:
+            await asyncio.sleep(self.interval)
+            await self.flush()
+
+    async def flush(self) -> None:
+        pending, self.pending = self.pending, {}
+        for (tenant_id, workspace, agent_id, access), counts in pending.items():
+            try:
+                async with self.pool.acquire() as conn, conn.transaction():
+                    await set_principal(
+                        conn, tenant_id=tenant_id, workspace=workspace, agent_id=agent_id, access=access
+                    )
+                    await repo.touch(conn, counts)
+            except Exception as exc:  # bookkeeping never fails a recall that already answered
+                log.warning("access.flush_failed", extra={"error_type": type(exc).__name__})
