@@ -213,7 +213,7 @@ async def main_async(args: argparse.Namespace) -> dict:
     system = System(args)
     system.start()
     try:
-        data = json.loads(DATA.read_text())[: args.conversations]
+        data = json.loads(args.data.read_text())[: args.conversations]
         owner = system.owner_url()
         rows: list[dict] = []
         timings = {}
@@ -238,6 +238,7 @@ async def main_async(args: argparse.Namespace) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--conversations", type=int, default=5)
+    parser.add_argument("--data", type=Path, default=DATA, help="LoCoMo JSON (default ../shared/data/locomo-dev.json)")
     parser.add_argument("--data-dir")
     parser.add_argument("--port", type=int, default=56433)
     parser.add_argument("--url")
