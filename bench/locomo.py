@@ -20,6 +20,7 @@ import json
 import sys
 import time
 from collections import defaultdict
+from pathlib import Path
 
 import asyncpg
 import httpx
