@@ -28,7 +28,7 @@ _KO_PARTICLES = (
 )
 
 STOPWORDS = frozenset(
-    """a about above after again against all also am an and any are as at be because been before being below
+    """a am pm about above after again against all also am an and any are as at be because been before being below
     between both but by can could did do does doing done down during each either else even ever every few for from
     further get gets got had has have having he her here hers him his how however i if in into is it its itself
     just let like may me might more most much must my no nor not now of off often on once only or other our ours
@@ -59,8 +59,9 @@ def extract_keywords(text: str, limit: int = 5) -> list[str]:
             continue
         counts[token] += 1
         first_seen.setdefault(token, position)
-    # Highest frequency first; ties keep the order of first appearance so results are deterministic.
-    ranked = sorted(counts, key=lambda t: (-counts[t], first_seen[t]))
+    # Highest frequency first. Most words in a short fragment occur once, so ties matter: longer words are more
+    # specific ("kubernetes" over "run"), then the order of first appearance keeps the result deterministic.
+    ranked = sorted(counts, key=lambda t: (-counts[t], -min(len(t), 10), first_seen[t]))
     return ranked[:limit]
 
 
