@@ -59,9 +59,9 @@ def extract_keywords(text: str, limit: int = 5) -> list[str]:
             continue
         counts[token] += 1
         first_seen.setdefault(token, position)
-    # Highest frequency first. Most words in a short fragment occur once, so ties matter: longer words are more
-    # specific ("kubernetes" over "run"), then the order of first appearance keeps the result deterministic.
-    ranked = sorted(counts, key=lambda t: (-counts[t], -min(len(t), 10), first_seen[t]))
+    # Highest frequency first; ties keep the order of first appearance so results are deterministic. (Preferring
+    # longer words on ties was tried: LoCoMo hybrid recall@10 fell from 0.60 to 0.54, as keywords weigh in full text.)
+    ranked = sorted(counts, key=lambda t: (-counts[t], first_seen[t]))
     return ranked[:limit]
 
 
