@@ -89,7 +89,8 @@ async def run_peer(items: list[dict], searches: list[str], memory_file: Path) ->
 def markdown(results: dict) -> str:
     lines = [
         f"Same workload, same run: {results['n']} stores, {results['searches']} keyword searches, "
-        f"{results['n'] // 2} links, one client. Produced by `{results['command']}` (`bench/results/{results['file']}`).",
+        f"{results['n'] // 2} links, one client. Produced by `{results['command']}`"
+        f" (`bench/results/{results['file']}`).",
         "",
         "| operation | Memento p50 / p95 ms | server-memory p50 / p95 ms | p50 ratio (Memento / peer) |",
         "|---|---|---|---|",
