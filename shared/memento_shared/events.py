@@ -54,3 +54,12 @@ def envelope(
 def job_id(event_id: str, queue: str) -> str:
     """Deterministic: relaying the same event twice enqueues it once per queue."""
     return f"{event_id}:{queue}"
+
+
+# Issue 5. Consolidation stage 9 asks the embedder to (re)embed fragments that lack a vector in the active or
+# building profile; payload {"fragment_ids": [...]}. Enqueued directly with a deterministic job id (not through
+# the outbox): the next consolidation run re-enqueues whatever is still missing, so nothing depends on it.
+CONSUMERS["embedding.requested"] = ("embedder",)
+
+# NOTIFY channel raised whenever embedding_profiles changes (a profile is added, cut over or dropped).
+PROFILE_CHANNEL = "memento_profile"

@@ -102,6 +102,55 @@ class Settings(BaseSettings):
     # --- telemetry ---
     otel_exporter_otlp_endpoint: str = Field("", alias="OTEL_EXPORTER_OTLP_ENDPOINT")
 
+    # --- workers and the outbox relay (issue 5) ---
+    worker_max_tries: int = Field(5, alias="WORKER_MAX_TRIES")
+    worker_backoff_base_s: float = Field(1.0, alias="WORKER_BACKOFF_BASE_SECONDS")
+    worker_backoff_max_s: float = Field(300.0, alias="WORKER_BACKOFF_MAX_SECONDS")
+    worker_job_timeout_s: float = Field(300.0, alias="WORKER_JOB_TIMEOUT_SECONDS")
+    # a running job's claim in Redis, renewed while it runs: a killed worker's jobs return after this long
+    worker_lease_s: float = Field(30.0, alias="WORKER_LEASE_SECONDS")
+    worker_max_jobs: int = Field(0, alias="WORKER_MAX_JOBS")  # 0: the worker's own default
+    worker_shutdown_grace_s: float = Field(20.0, alias="WORKER_SHUTDOWN_GRACE_SECONDS")
+    outbox_batch_size: int = Field(500, alias="OUTBOX_BATCH_SIZE")
+    outbox_poll_interval_s: float = Field(1.0, alias="OUTBOX_POLL_INTERVAL_SECONDS")
+    # WAITAOF before marking events published, so a Redis crash cannot lose an acknowledged enqueue
+    outbox_durable_enqueue: bool = Field(True, alias="OUTBOX_DURABLE_ENQUEUE")
+    # embedding providers (EMBEDDING_PROVIDER: offline | openai | openai_compat | voyage | jina)
+    embedding_base_url: str = Field("", alias="EMBEDDING_BASE_URL")
+    embedding_api_key: str = Field("", alias="EMBEDDING_API_KEY")
+    voyage_api_key: str = Field("", alias="VOYAGE_API_KEY")
+    jina_api_key: str = Field("", alias="JINA_API_KEY")
+    embedding_batch_size: int = Field(32, alias="EMBEDDING_BATCH_SIZE")
+    embedding_batch_window_ms: float = Field(10.0, alias="EMBEDDING_BATCH_WINDOW_MS")
+    embedding_concurrency: int = Field(4, alias="EMBEDDING_CONCURRENCY")
+    embedding_rate_limit: float = Field(0.0, alias="EMBEDDING_RATE_LIMIT")  # requests/s per provider, 0: none
+    embedding_timeout_s: float = Field(30.0, alias="EMBEDDING_TIMEOUT_SECONDS")
+    # evaluator: Gemini when GEMINI_API_KEY is set, the offline scorer otherwise
+    gemini_model: str = Field("gemini-2.5-flash", alias="GEMINI_MODEL")
+    gemini_base_url: str = Field("", alias="GEMINI_BASE_URL")
+    evaluator_concurrency: int = Field(4, alias="EVALUATOR_CONCURRENCY")
+    evaluator_rate_limit: float = Field(5.0, alias="EVALUATOR_RATE_LIMIT")  # requests/s, 0: none
+    evaluator_timeout_s: float = Field(30.0, alias="EVALUATOR_TIMEOUT_SECONDS")
+    # consolidator: a five-field cron expression (UTC); empty disables the schedule
+    consolidation_cron: str = Field("30 3 * * *", alias="CONSOLIDATION_CRON")
+    consolidation_batch_size: int = Field(1000, alias="CONSOLIDATION_BATCH_SIZE")
+    consolidation_lock_timeout_s: float = Field(60.0, alias="CONSOLIDATION_LOCK_TIMEOUT_SECONDS")
+
+    # --- gateway edge (issue 3): public address, request limits, streams, OAuth ---
+    # the address clients use; OAuth's issuer and the protected resource are derived from it (empty: bind address)
+    public_url: str = Field("", alias="MEMENTO_PUBLIC_URL")
+    allowed_hosts: str = Field("", alias="MEMENTO_ALLOWED_HOSTS")  # Host values accepted besides loopback names
+    max_body_bytes: int = Field(1_000_000, alias="MEMENTO_MAX_BODY_BYTES")
+    # per principal, shared by all replicas; generous (the throughput benchmark must fit under it); 0: none
+    rate_limit_per_minute: int = Field(60_000, alias="MEMENTO_RATE_LIMIT_PER_MINUTE")
+    max_streams_per_principal: int = Field(16, alias="MEMENTO_MAX_STREAMS_PER_PRINCIPAL")
+    sse_keepalive_s: float = Field(15.0, alias="MEMENTO_SSE_KEEPALIVE_SECONDS")
+    oauth_signing_key: str = Field("", alias="MEMENTO_OAUTH_SIGNING_KEY")  # PEM; else kept in the data dir
+    oauth_access_token_s: int = Field(900, alias="MEMENTO_OAUTH_ACCESS_TOKEN_SECONDS")
+    oauth_refresh_token_days: int = Field(30, alias="MEMENTO_OAUTH_REFRESH_TOKEN_DAYS")
+    # with MEMENTO_ACCESS_KEY empty the gateway binds loopback only, unless this says otherwise explicitly
+    allow_unauthenticated_bind: bool = Field(False, alias="MEMENTO_ALLOW_UNAUTHENTICATED_BIND")
+
     @model_validator(mode="after")
     def _derive(self) -> Settings:
         if self.cache_enabled is None:

@@ -1,40 +1,63 @@
-"""The arq runtime every worker shares: JSON jobs, one `handle_event` dispatcher, retries with backoff,
-dead letters after the last try, and an HTTP side server for /health and /metrics.
+"""The arq runtime every worker shares: JSON jobs, one `handle_event` dispatcher, retries with backoff, dead letters
+after the last try, leases that return a killed worker's jobs quickly, a per-provider limiter, and an HTTP side
+server for /health (readiness), /livez (liveness) and /metrics.
 
-A worker module only supplies its queue name and a dict of event type → handler.
+A worker module only supplies its queue name, a dict of event type → handler, and optionally extra arq functions
+(the consolidator's on-demand job) and cron jobs. Delivery guarantees, in one place:
+- a job is claimed with a lease in Redis (WORKER_LEASE_SECONDS) that this process renews while the job runs, so
+  a killed worker's jobs are picked up by another replica after at most one lease;
+- a handler error is retried WORKER_MAX_TRIES times with exponential backoff (or the provider's Retry-After if
+  longer), then written to `dead_letters` with the error; nothing is dropped, including tries that died with the
+  process (they count as tries, and a job out of tries is dead-lettered before it would run again);
+- on SIGTERM the worker stops taking jobs, lets in-flight ones finish for WORKER_SHUTDOWN_GRACE_SECONDS, and
+  cancels the rest, which arq leaves in the queue for the next worker.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import signal
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import asyncpg
 from arq.connections import ArqRedis, RedisSettings
 from arq.connections import create_pool as create_arq_pool
-from arq.worker import Retry, Worker, func
+from arq.constants import in_progress_key_prefix
+from arq.worker import Function, Retry, Worker, func
 from opentelemetry import context as otel_context
 from opentelemetry import trace
+from redis.exceptions import RedisError
 from starlette.applications import Starlette
 from starlette.responses import JSONResponse
 from starlette.routing import BaseRoute, Route
 
+from memento_shared.db import dead_letters
 from memento_shared.db.pool import create_pool
 from memento_shared.db.rls import set_system
 from memento_shared.events import queue_key
 from memento_shared.http import RequestMetrics, make_server
 from memento_shared.settings import Settings
 from memento_shared.telemetry.logging import setup_logging
-from memento_shared.telemetry.metrics import DEAD_LETTERS, EVENT_PROCESSING, JOB_FAILURES, metrics_endpoint
+from memento_shared.telemetry.metrics import (
+    DEAD_LETTERS,
+    EVENT_PROCESSING,
+    JOB_FAILURES,
+    PROVIDER_THROTTLED,
+    metrics_endpoint,
+)
 from memento_shared.telemetry.tracing import extract_context, setup_tracing
 
 log = logging.getLogger(__name__)
+
+# arq's own try counter only protects against a job that can never be dead-lettered (Postgres away for days);
+# handle_event decides when a job is out of tries.
+ARQ_MAX_TRIES = 10_000
 
 
 def job_serializer(obj: Any) -> bytes:
@@ -60,6 +83,12 @@ def backoff_seconds(job_try: int, base: float = 1.0, cap: float = 300.0) -> floa
     return min(cap, base * 2 ** (job_try - 1))
 
 
+def retry_after_of(exc: BaseException) -> float:
+    """Seconds a provider asked us to wait (429 Retry-After), carried by the provider errors as `retry_after`."""
+    value = getattr(exc, "retry_after", None)
+    return float(value) if isinstance(value, int | float) and value > 0 else 0.0
+
+
 Handler = Callable[[dict, "Runtime"], Awaitable[None]]
 
 
@@ -74,34 +103,60 @@ class Runtime:
     state: dict[str, Any] = field(default_factory=dict)
 
 
+class ProviderLimiter:
+    """Calls to one external provider: at most `concurrency` at once and `rate` per second, and after a 429 every
+    caller waits out the provider's Retry-After. Keeps a burst of writes from turning into a burst of 429s.
+    Per process: with N replicas the provider sees at most N times these figures."""
+
+    def __init__(self, provider: str, concurrency: int, rate: float = 0.0) -> None:
+        self.provider = provider
+        self._slots = asyncio.Semaphore(max(1, concurrency))
+        self._interval = 1.0 / rate if rate > 0 else 0.0
+        self._next_start = 0.0
+        self._paused_until = 0.0
+
+    def pause(self, seconds: float) -> None:
+        self._paused_until = max(self._paused_until, time.monotonic() + seconds)
+
+    @contextlib.asynccontextmanager
+    async def slot(self) -> AsyncIterator[None]:
+        async with self._slots:
+            while (wait := max(self._paused_until, self._next_start) - time.monotonic()) > 0:
+                PROVIDER_THROTTLED.labels(self.provider).inc()
+                await asyncio.sleep(wait)  # pacing outbound calls, not waiting for a result
+            self._next_start = time.monotonic() + self._interval
+            yield
+
+
 async def write_dead_letter(rt: Runtime, envelope: dict, error: str, attempts: int) -> None:
     async with rt.pool.acquire() as conn, conn.transaction():
         await set_system(conn)
-        await conn.execute(
-            "INSERT INTO agent_memory.dead_letters (event_id, queue, tenant_id, workspace, event_type, payload,"
-            " traceparent, error, attempts) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)"
-            " ON CONFLICT (event_id, queue) DO UPDATE SET error = EXCLUDED.error, attempts = EXCLUDED.attempts,"
-            " created_at = now(), replayed_at = NULL",
-            envelope["event_id"],
-            rt.name,
-            envelope["tenant_id"],
-            envelope["workspace"],
-            envelope["event_type"],
-            envelope["payload"],
-            envelope.get("traceparent"),
-            error[:2000],
-            attempts,
-        )
+        await dead_letters.insert(conn, rt.name, envelope, error, attempts)
+
+
+async def _give_up(ctx: dict, envelope: dict, error: str, attempts: int) -> None:
+    rt: Runtime = ctx["runtime"]
+    try:
+        await write_dead_letter(rt, envelope, error, attempts)
+    except Exception as exc:  # Postgres away: keep the job (and its error) until the row can be written
+        log.warning("event.dead_letter_failed", extra={"event_type": envelope.get("event_type")})
+        raise Retry(defer=ctx["backoff_max"]) from exc
+    DEAD_LETTERS.labels(rt.name, envelope.get("event_type", "unknown")).inc()
+    log.error("event.dead_lettered", extra={"event_type": envelope.get("event_type"), "attempts": attempts})
 
 
 async def handle_event(ctx: dict, envelope: dict) -> None:
-    """The only arq job function: restore the trace, dispatch by event type, retry or dead-letter."""
+    """The job function for events: restore the trace, dispatch by event type, retry or dead-letter."""
     rt: Runtime = ctx["runtime"]
     handlers: dict[str, Handler] = ctx["handlers"]
     event_type = envelope.get("event_type", "unknown")
     handler = handlers.get(event_type)
     if handler is None:
         log.debug("event.unhandled", extra={"event_type": event_type, "worker": rt.name})
+        return
+    job_try, max_tries = ctx.get("job_try", 1), ctx["max_tries"]
+    if job_try > max_tries:  # every try died with its worker (killed, lease lost) before reaching an error
+        await _give_up(ctx, envelope, f"no try finished: {max_tries} tries were lost with their worker", max_tries)
         return
     token = otel_context.attach(extract_context(envelope.get("traceparent")))
     started = time.perf_counter()
@@ -115,26 +170,56 @@ async def handle_event(ctx: dict, envelope: dict) -> None:
                 "memento.event_type": event_type,
             },
         ):
-            await handler(envelope, rt)
+            await asyncio.wait_for(handler(envelope, rt), ctx["job_timeout"])
         EVENT_PROCESSING.labels(event_type, "ok").observe(time.perf_counter() - started)
     except Exception as exc:
-        EVENT_PROCESSING.labels(event_type, "error").observe(time.perf_counter() - started)
         JOB_FAILURES.labels(rt.name, event_type).inc()
-        job_try = ctx.get("job_try", 1)
-        error = f"{type(exc).__name__}: {exc}"
-        if job_try < ctx["max_tries"]:
+        if job_try < max_tries:
+            EVENT_PROCESSING.labels(event_type, "retry").observe(time.perf_counter() - started)
+            defer = max(backoff_seconds(job_try, ctx["backoff_base"], ctx["backoff_max"]), retry_after_of(exc))
             log.warning(
-                "event.retry", extra={"event_type": event_type, "job_try": job_try, "error_type": type(exc).__name__}
+                "event.retry",
+                extra={"event_type": event_type, "job_try": job_try, "error_type": type(exc).__name__, "defer": defer},
             )
-            raise Retry(defer=backoff_seconds(job_try, ctx["backoff_base"])) from exc
-        log.error("event.dead_lettered", extra={"event_type": event_type, "job_try": job_try})
-        DEAD_LETTERS.labels(rt.name, event_type).inc()
-        await write_dead_letter(rt, envelope, error, job_try)
+            raise Retry(defer=defer) from exc
+        EVENT_PROCESSING.labels(event_type, "dead_letter").observe(time.perf_counter() - started)
+        await _give_up(ctx, envelope, f"{type(exc).__name__}: {exc}", job_try)
     finally:
         otel_context.detach(token)
 
 
+class _Worker(Worker):
+    """arq's Worker with a short, renewed lease on running jobs and a heartbeat timestamp for /livez."""
+
+    def __init__(self, *args: Any, lease_s: float, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # arq claims a job for job_timeout + 10 s; a killed worker would hold its jobs that long.
+        self.in_progress_timeout_s = lease_s
+        self.last_beat = time.monotonic()
+
+    async def heart_beat(self) -> None:
+        await super().heart_beat()
+        self.last_beat = time.monotonic()
+
+    async def renew_leases(self) -> None:
+        """Runs beside the poll loop (which can block while every job slot is busy)."""
+        lease_ms = int(self.in_progress_timeout_s * 1000)
+        while True:
+            await asyncio.sleep(self.in_progress_timeout_s / 3)
+            running = [job_id for job_id, task in list(self.tasks.items()) if not task.done()]
+            if not running:
+                continue
+            try:
+                async with self.pool.pipeline(transaction=False) as pipe:
+                    for job_id in running:
+                        pipe.pexpire(in_progress_key_prefix + job_id, lease_ms)
+                    await pipe.execute()
+            except RedisError:
+                log.warning("worker.lease_renewal_failed", extra={"jobs": len(running)})
+
+
 async def _health(request) -> JSONResponse:
+    """Readiness: the worker can do its job (Postgres answers); Redis is reported, the worker retries it."""
     rt: Runtime = request.app.state.runtime
     checks = {"postgres": "up", "redis": "up"}
     try:
@@ -151,6 +236,142 @@ async def _health(request) -> JSONResponse:
     )
 
 
+async def _livez(request) -> JSONResponse:
+    """Liveness: the job loop is alive and not stuck. Waiting for Redis or Postgres to come back counts as alive:
+    restarting the process would not bring them back."""
+    host: WorkerHost = request.app.state.host
+    age = time.monotonic() - host.worker.last_beat
+    crashed = host.crashed()
+    stuck = host.loop_running and age > max(30.0, host.worker.in_progress_timeout_s)
+    body = {
+        "alive": not (crashed or stuck),
+        "last_poll_s": round(age, 3),
+        "redis": "ok" if host.loop_running else "reconnecting",
+    }
+    return JSONResponse(body, status_code=503 if crashed or stuck else 200)
+
+
+async def open_runtime(name: str, settings: Settings, max_jobs: int) -> Runtime:
+    pool = await create_pool(settings, name, max_size=min(settings.db_max_connections, max_jobs + 4))
+    try:
+        redis = await create_queue_pool(settings)
+    except BaseException:
+        await pool.close()
+        raise
+    return Runtime(name=name, settings=settings, pool=pool, redis=redis)
+
+
+async def close_runtime(rt: Runtime) -> None:
+    await rt.redis.aclose()
+    await rt.pool.close()
+
+
+class WorkerHost:
+    """One worker's job loop, lease renewal and (with a port) HTTP side server. `run_worker` adds process concerns
+    (logging, tracing, signals); tests host workers in-process with this directly."""
+
+    def __init__(
+        self,
+        rt: Runtime,
+        handlers: dict[str, Handler],
+        *,
+        functions: Sequence[Function] = (),
+        cron_jobs: Sequence[Any] = (),
+        max_jobs: int = 16,
+        port: int | None = None,
+        routes: Sequence[BaseRoute] = (),
+    ) -> None:
+        settings = rt.settings
+        self.rt = rt
+        self.port = port
+        self.loop_running = False
+        self._stopped = False
+        self.worker = _Worker(
+            functions=[
+                func(handle_event, name="handle_event", timeout=settings.worker_job_timeout_s + 30),
+                *functions,
+            ],
+            queue_name=queue_key(rt.name),
+            cron_jobs=list(cron_jobs) or None,
+            redis_pool=rt.redis,
+            handle_signals=False,
+            max_jobs=max_jobs,
+            max_tries=ARQ_MAX_TRIES,
+            job_serializer=job_serializer,
+            job_deserializer=job_deserializer,
+            ctx={
+                "runtime": rt,
+                "handlers": handlers,
+                "max_tries": settings.worker_max_tries,
+                "backoff_base": settings.worker_backoff_base_s,
+                "backoff_max": settings.worker_backoff_max_s,
+                "job_timeout": settings.worker_job_timeout_s,
+            },
+            keep_result=3600,
+            poll_delay=0.05,
+            log_results=False,
+            lease_s=settings.worker_lease_s,
+        )
+        app = Starlette(
+            routes=[Route("/health", _health), Route("/livez", _livez), Route("/metrics", metrics_endpoint), *routes]
+        )
+        app.state.runtime = rt
+        app.state.host = self
+        self.server = make_server(RequestMetrics(app, rt.name), settings.bind_host, port) if port else None
+
+    async def start(self) -> None:
+        self._main = asyncio.create_task(self._run_loop())
+        self.worker.main_task = self._main  # arq's handle_sig cancels main_task
+        self._renewal = asyncio.create_task(self.worker.renew_leases())
+        self._server = asyncio.create_task(self.server.serve()) if self.server else None
+        self._tasks = [t for t in (self._main, self._renewal, self._server) if t]
+        deadline = time.monotonic() + 10
+        while self.server and not self.server.started and not self._server.done() and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)  # until the side server listens (or gave up), so /health answers at once
+
+    async def _run_loop(self) -> None:
+        """arq's loop ends at the first Redis error; a worker outlives a Redis restart by starting it again."""
+        failures = 0
+        while True:
+            self.loop_running = True
+            try:
+                await self.worker.main()
+                return
+            except RedisError as exc:
+                self.loop_running = False
+                failures = min(failures + 1, 6)
+                log.warning(
+                    "worker.redis_unavailable", extra={"worker": self.rt.name, "error_type": type(exc).__name__}
+                )
+                await asyncio.sleep(0.1 * 2**failures)  # reconnect backoff
+
+    def crashed(self) -> bool:
+        return self._main.done() and not self._stopped
+
+    async def wait(self) -> None:
+        """Until the job loop or the HTTP server stops by itself (a crash)."""
+        await asyncio.wait(self._tasks, return_when=asyncio.FIRST_COMPLETED)
+
+    async def stop(self, grace: float | None = None) -> None:
+        if self._stopped:
+            return
+        self._stopped = True
+        grace = self.rt.settings.worker_shutdown_grace_s if grace is None else grace
+        self.worker.allow_pick_jobs = False
+        in_flight = [t for t in self.worker.tasks.values() if not t.done()]
+        log.info("worker.stopping", extra={"worker": self.rt.name, "in_flight": len(in_flight)})
+        if in_flight:
+            await asyncio.wait(in_flight, timeout=grace)
+        # Whatever still runs is cancelled; arq leaves cancelled jobs in the queue for the next worker.
+        self.worker.handle_sig(signal.SIGTERM)
+        await asyncio.gather(*self.worker.tasks.values(), return_exceptions=True)
+        self._renewal.cancel()
+        if self.server:
+            self.server.should_exit = True
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self.loop_running = False
+
+
 async def run_worker(
     name: str,
     handlers: dict[str, Handler],
@@ -162,64 +383,30 @@ async def run_worker(
     on_shutdown: Callable[[Runtime], Awaitable[None]] | None = None,
     max_jobs: int = 16,
     cron_jobs: Sequence[Any] = (),
+    functions: Sequence[Function] = (),
 ) -> None:
     """Run one worker process until SIGTERM/SIGINT; in-flight jobs get a grace period, then go back to the queue."""
     settings = settings or Settings()
     setup_logging(name, settings.log_level)
     setup_tracing(f"memento-{name}", settings.otel_exporter_otlp_endpoint)
-    pool = await create_pool(settings, name, max_size=min(settings.db_max_connections, max_jobs + 2))
-    redis = await create_queue_pool(settings)
-    rt = Runtime(name=name, settings=settings, pool=pool, redis=redis)
+    max_jobs = settings.worker_max_jobs or max_jobs
+    rt = await open_runtime(name, settings, max_jobs)
     if on_startup:
         await on_startup(rt)
-    max_tries = int(rt.state.get("max_tries", 5))
-    worker = Worker(
-        functions=[func(handle_event, name="handle_event")],
-        queue_name=queue_key(name),
-        cron_jobs=list(cron_jobs) or None,
-        redis_pool=redis,
-        handle_signals=False,
-        max_jobs=max_jobs,
-        max_tries=max_tries,
-        job_serializer=job_serializer,
-        job_deserializer=job_deserializer,
-        ctx={
-            "runtime": rt,
-            "handlers": handlers,
-            "max_tries": max_tries,
-            "backoff_base": float(rt.state.get("backoff_base", 1.0)),
-        },
-        keep_result=3600,
-        poll_delay=0.05,
-        log_results=False,
+    host = WorkerHost(
+        rt, handlers, functions=functions, cron_jobs=cron_jobs, max_jobs=max_jobs, port=port, routes=routes
     )
-    app = Starlette(routes=[Route("/health", _health), Route("/metrics", metrics_endpoint), *routes])
-    app.state.runtime = rt
-    server = make_server(RequestMetrics(app, name), settings.bind_host, port)
-
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    worker_task = asyncio.create_task(worker.main())
-    worker.main_task = worker_task  # arq's handle_sig cancels main_task, which only its own run() would set
-    server_task = asyncio.create_task(server.serve())
+    await host.start()
     log.info("worker.started", extra={"worker": name, "port": port})
-    await asyncio.wait(
-        [asyncio.create_task(stop.wait()), worker_task, server_task], return_when=asyncio.FIRST_COMPLETED
-    )
-
-    log.info("worker.stopping", extra={"worker": name, "in_flight": len(worker.tasks)})
-    worker.allow_pick_jobs = False
-    deadline = time.monotonic() + 20
-    while any(not t.done() for t in worker.tasks.values()) and time.monotonic() < deadline:
-        await asyncio.sleep(0.05)
-    # Whatever is still running is cancelled; arq re-queues jobs whose in-progress key expires.
-    worker.handle_sig(signal.SIGTERM)
-    server.should_exit = True
-    await asyncio.gather(worker_task, server_task, return_exceptions=True)
+    stopper = asyncio.create_task(stop.wait())
+    await asyncio.wait([stopper, asyncio.create_task(host.wait())], return_when=asyncio.FIRST_COMPLETED)
+    stopper.cancel()
+    await host.stop()
     if on_shutdown:
         await on_shutdown(rt)
-    await redis.aclose()
-    await pool.close()
+    await close_runtime(rt)
     log.info("worker.stopped", extra={"worker": name})

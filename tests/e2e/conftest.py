@@ -3,6 +3,7 @@ services, in a fresh data dir. Stopped with SIGINT, as Ctrl-C would, and checked
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -13,6 +14,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import httpx
 import psutil
 import pytest
 
@@ -83,3 +85,42 @@ def system(tmp_path_factory: pytest.TempPathFactory) -> Iterator[System]:
         assert code == 0, (data_dir.parent / "launcher.out").read_text()[-3000:]
         alive = [c for c in children if c.is_running() and c.status() != psutil.STATUS_ZOMBIE]
         assert not alive, f"orphans left after Ctrl-C: {[c.cmdline()[:3] for c in alive]}"
+
+
+@contextlib.contextmanager
+def another_gateway(system: System, **env: str) -> Iterator[str]:
+    """One more gateway process on the system's Redis, memory-api and data dir (so the same OAuth signing key):
+    what a second replica behind a load balancer is. Yields its base URL; stopped with SIGTERM."""
+    secrets = json.loads((system.data_dir / "secrets.json").read_text())
+    port = free_port()
+    values = {
+        **os.environ,
+        "PORT": str(port),
+        "MEMENTO_DATA_DIR": str(system.data_dir),
+        "MEMENTO_ACCESS_KEY": ACCESS_KEY,
+        "MEMENTO_INTERNAL_SECRET": secrets["internal_secret"],
+        "REDIS_URL": system.info["redis_url"],
+        "MEMORY_API_URL": system.service_url("memory-api"),
+        **env,
+    }
+    out = system.data_dir.parent / f"gateway-{port}.out"
+    log = out.open("wb")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "memento_gateway"], env=values, stdout=log, stderr=subprocess.STDOUT
+    )
+    url = f"http://127.0.0.1:{port}"
+
+    def healthy() -> bool:
+        assert process.poll() is None, out.read_text()
+        try:
+            return httpx.get(url + "/health", trust_env=False).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    try:
+        wait_for(healthy, 60, "another gateway to answer /health")
+        yield url
+    finally:
+        process.terminate()
+        process.wait(30)
+        log.close()

@@ -1,9 +1,11 @@
-"""`python -m memento_consolidator`: the consolidator worker (queue `consolidator`)."""
+"""`python -m memento_consolidator`: the consolidator worker (queue `consolidator`): the ten-stage pipeline on
+demand (`consolidate`, memento_shared.consolidation) and on CONSOLIDATION_CRON."""
 
 from __future__ import annotations
 
 import asyncio
 
+from memento_consolidator import jobs, schedule
 from memento_consolidator.handlers import HANDLERS
 from memento_shared.settings import Settings
 from memento_shared.worker import run_worker
@@ -11,7 +13,18 @@ from memento_shared.worker import run_worker
 
 def main() -> None:
     settings = Settings()
-    asyncio.run(run_worker("consolidator", HANDLERS, port=settings.consolidator_port, settings=settings))
+    timeout = settings.worker_job_timeout_s
+    asyncio.run(
+        run_worker(
+            "consolidator",
+            HANDLERS,
+            port=settings.consolidator_port,
+            settings=settings,
+            functions=jobs.functions(timeout),
+            cron_jobs=schedule.cron_jobs(settings.consolidation_cron, jobs.consolidate_all, timeout),
+            max_jobs=4,
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -1,5 +1,7 @@
-"""consolidator event handlers. Issue 5 builds them; until then the worker joins its queue and acknowledges events."""
+"""Consolidator event handlers: `consolidation.requested` runs the pipeline for the event's scope."""
 
 from __future__ import annotations
 
-HANDLERS: dict = {}
+from memento_consolidator.jobs import on_requested
+
+HANDLERS = {"consolidation.requested": on_requested}

@@ -1,78 +1,133 @@
-"""Coalesce concurrent embedding requests into batches (by size or time window) on one model thread.
+"""Coalesce concurrent embedding requests into batches (by size or time window) for one profile's provider, and
+write each batch's vectors in one transaction.
 
-Queries (on a recall's request path) go ahead of document batches so a backlog of writes never delays a search.
+Each fragment arrives as its own arq job; up to `max_jobs` of them run at once and meet here, so the provider
+sees batches of `max_batch` texts and Postgres sees one multi-row write per batch instead of one commit per
+fragment (the HNSW insert itself costs the same either way; see README). Queries (on a recall's request path)
+skip the document queue so a backlog of writes never delays a search.
 """
 
 from __future__ import annotations
 
 import asyncio
+import inspect
 import time
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import numpy as np
 
 from memento_embedder.providers.base import InputType, Provider
 from memento_shared.telemetry.metrics import EMBEDDED_TEXTS, EMBEDDER_ERRORS, EMBEDDER_LATENCY
+from memento_shared.worker import ProviderLimiter, retry_after_of
+
+Store = Callable[[list[Any], np.ndarray], Awaitable[None]]
 
 
 class Batcher:
-    def __init__(self, provider: Provider, max_batch: int = 16, window_s: float = 0.01) -> None:
+    def __init__(
+        self,
+        provider: Provider,
+        max_batch: int = 16,
+        window_s: float = 0.01,
+        *,
+        limiter: ProviderLimiter | None = None,
+        store: Store | None = None,
+    ) -> None:
         self.provider = provider
         self.max_batch = max_batch
         self.window_s = window_s
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="embed")  # the model is not re-entrant
-        self._pending: list[tuple[str, asyncio.Future]] = []
-        self._flush_task: asyncio.Task | None = None
-        self._model_lock = asyncio.Lock()
+        self.limiter = limiter or ProviderLimiter(provider.name, concurrency=4)
+        self.store = store
+        self._is_async = inspect.iscoroutinefunction(provider.embed)
+        # A local model is not re-entrant and already uses every core: one call at a time, on one thread.
+        self._executor = None if self._is_async else ThreadPoolExecutor(max_workers=1, thread_name_prefix="embed")
+        self._model_lock = None if self._is_async else asyncio.Lock()
+        self._pending: list[tuple[str, Any, asyncio.Future]] = []
+        self._pump_task: asyncio.Task | None = None
+        self._in_flight: set[asyncio.Task] = set()
         self.calls = 0  # texts sent to the provider; tests use it to prove idempotency
 
+    async def _call(self, texts: list[str], input_type: InputType) -> np.ndarray:
+        if self._is_async:
+            return await self.provider.embed(texts, input_type)
+        async with self._model_lock:
+            loop = asyncio.get_running_loop()
+            return await loop.run_in_executor(self._executor, self.provider.embed, texts, input_type)
+
     async def _run(self, texts: list[str], input_type: InputType) -> np.ndarray:
-        loop = asyncio.get_running_loop()
         started = time.perf_counter()
         try:
-            vectors = await loop.run_in_executor(self._executor, self.provider.embed, texts, input_type)
+            async with self.limiter.slot():
+                vectors = await self._call(texts, input_type)
         except Exception as exc:
-            EMBEDDER_ERRORS.labels(self.provider.name, type(exc).__name__).inc()
+            EMBEDDER_ERRORS.labels(self.provider.name, getattr(exc, "error_type", type(exc).__name__)).inc()
+            if wait := retry_after_of(exc):
+                self.limiter.pause(wait)  # every caller of this provider waits, not only this batch's jobs
             raise
         EMBEDDER_LATENCY.labels(self.provider.name, self.provider.model).observe(time.perf_counter() - started)
         EMBEDDED_TEXTS.labels(self.provider.name, input_type).inc(len(texts))
         self.calls += len(texts)
         return vectors
 
-    async def embed_queries(self, texts: list[str]) -> np.ndarray:
-        async with self._model_lock:
-            return await self._run(texts, "query")
+    async def embed(self, texts: list[str], input_type: InputType) -> np.ndarray:
+        """One call for these texts now, outside the document queue (queries, the HTTP API)."""
+        return await self._run(texts, input_type)
 
-    async def embed_document(self, text: str) -> np.ndarray:
+    async def embed_queries(self, texts: list[str]) -> np.ndarray:
+        return await self._run(texts, "query")
+
+    async def embed_document(self, text: str, key: Any = None) -> np.ndarray:
+        """Embed `text` in the next batch; with a `key` (and a store) the vector is written before this returns."""
         future: asyncio.Future = asyncio.get_running_loop().create_future()
-        self._pending.append((text, future))
-        if len(self._pending) >= self.max_batch:
-            await self._flush()
-        elif self._flush_task is None or self._flush_task.done():
-            self._flush_task = asyncio.create_task(self._flush_later())
+        self._pending.append((text, key, future))
+        if self._pump_task is None or self._pump_task.done():
+            self._pump_task = asyncio.create_task(self._pump())
         return await future
 
-    async def _flush_later(self) -> None:
-        await asyncio.sleep(self.window_s)
-        await self._flush()
+    async def _pump(self) -> None:
+        """Take batches off the pending list until it is empty. A local model runs one batch at a time; an HTTP
+        provider gets each batch as its own task (the limiter caps how many run at once)."""
+        while self._pending:
+            if len(self._pending) < self.max_batch:
+                await asyncio.sleep(self.window_s)  # the batching window: let concurrent jobs join
+            batch, self._pending = self._pending[: self.max_batch], self._pending[self.max_batch :]
+            if self._is_async:
+                task = asyncio.create_task(self._process(batch))
+                self._in_flight.add(task)
+                task.add_done_callback(self._in_flight.discard)
+            else:
+                await self._process(batch)
 
-    async def _flush(self) -> None:
-        batch, self._pending = self._pending[: self.max_batch], self._pending[self.max_batch :]
-        if not batch:
-            return
+    async def _process(self, batch: list[tuple[str, Any, asyncio.Future]]) -> None:
         try:
-            async with self._model_lock:
-                vectors = await self._run([t for t, _ in batch], "document")
-        except Exception as exc:
-            for _, future in batch:
+            vectors = await self._run([t for t, _, _ in batch], "document")
+            keyed = [i for i, (_, key, _) in enumerate(batch) if key is not None]
+            if self.store and keyed:
+                await self.store([batch[i][1] for i in keyed], vectors[keyed])
+        except BaseException as exc:
+            for _, _, future in batch:
                 if not future.done():
-                    future.set_exception(exc)
+                    future.set_exception(exc if isinstance(exc, Exception) else RuntimeError("embedding cancelled"))
+            if not isinstance(exc, Exception):
+                raise
         else:
-            for (_, future), vector in zip(batch, vectors, strict=True):
+            for (_, _, future), vector in zip(batch, vectors, strict=True):
                 if not future.done():
                     future.set_result(vector)
-        if self._pending:
-            self._flush_task = asyncio.create_task(self._flush_later())
+
+    async def aclose(self) -> None:
+        tasks = [t for t in (self._pump_task, *self._in_flight) if t and not t.done()]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        if self._executor:
+            self._executor.shutdown(wait=False, cancel_futures=True)
+        closer = getattr(self.provider, "aclose", None)
+        if closer:
+            await closer()
 
     def close(self) -> None:
-        self._executor.shutdown(wait=False, cancel_futures=True)
+        if self._executor:
+            self._executor.shutdown(wait=False, cancel_futures=True)

@@ -1,43 +1,62 @@
-"""Embedder event handlers: embed a fragment's content into the active profile, idempotently."""
+"""Embedder event handlers: embed fragments into every profile that needs them (the active one, and the one being
+built during a switch), idempotently: a fragment whose current content already has a vector is skipped, so a
+re-delivered event, a replay or a backfill of something already done costs one query and no model call."""
 
 from __future__ import annotations
 
+import asyncio
+
+from memento_embedder.registry import store_vectors
 from memento_shared.db.rls import set_system
 from memento_shared.worker import Runtime
 
+# (fragment, profile) pairs without a vector for the fragment's current content, in the profiles that take writes
+_MISSING_SQL = (
+    "SELECT f.id, f.content, f.content_hash, p.id AS profile_id FROM agent_memory.fragments f"
+    " CROSS JOIN agent_memory.embedding_profiles p"
+    " LEFT JOIN agent_memory.fragment_embeddings e ON e.fragment_id = f.id AND e.profile_id = p.id"
+    " WHERE f.id = ANY($1::text[]) AND p.status IN ('active', 'building') AND ($2::text IS NULL OR p.id = $2)"
+    " AND e.content_hash IS DISTINCT FROM f.content_hash"
+)
+
+
+async def embed_fragments(fragment_ids: list[str], rt: Runtime) -> int:
+    """Embed and store what is missing for these fragments; returns how many vectors were written."""
+    registry = rt.state.get("registry")
+    only = None if registry else rt.state["profile_id"]  # a runtime wired with one fixed profile (tests)
+    async with rt.pool.acquire() as conn, conn.transaction():
+        await set_system(conn)
+        rows = await conn.fetch(_MISSING_SQL, fragment_ids, only)
+    if not rows:
+        return 0  # deleted since, or already embedded: a re-delivered event is a no-op
+    jobs = []
+    for row in rows:
+        batcher = await registry.batcher(row["profile_id"]) if registry else rt.state["batcher"]
+        jobs.append(_embed_one(batcher, row, rt, registry is None))
+    await asyncio.gather(*jobs)
+    return len(rows)
+
+
+async def _embed_one(batcher, row, rt: Runtime, write_here: bool) -> None:
+    key = (row["id"], row["content_hash"])
+    if not write_here:
+        await batcher.embed_document(row["content"], key)  # the batcher writes the whole batch at once
+        return
+    vector = await batcher.embed_document(row["content"])
+    await store_vectors(rt.pool, row["profile_id"], [key], vector[None, :])
+
 
 async def embed_fragment(envelope: dict, rt: Runtime) -> None:
-    fragment_id = envelope["payload"]["fragment_id"]
-    profile = rt.state["profile_id"]
-    async with rt.pool.acquire() as conn, conn.transaction():
-        await set_system(conn)
-        row = await conn.fetchrow(
-            "SELECT f.content, f.content_hash, e.content_hash AS embedded_hash FROM agent_memory.fragments f"
-            " LEFT JOIN agent_memory.fragment_embeddings e ON e.fragment_id = f.id AND e.profile_id = $2"
-            " WHERE f.id = $1",
-            fragment_id,
-            profile,
-        )
-    if row is None or row["embedded_hash"] == row["content_hash"]:
-        return  # deleted since, or this content is already embedded: a re-delivered event is a no-op
-    vector = await rt.state["batcher"].embed_document(row["content"])
-    async with rt.pool.acquire() as conn, conn.transaction():
-        await set_system(conn)
-        # Written only if the content is still what was embedded; a concurrent amend re-embeds on its own event.
-        await conn.execute(
-            "INSERT INTO agent_memory.fragment_embeddings (fragment_id, profile_id, tenant_id, workspace, agent_id,"
-            " content_hash, embedding) SELECT id, $2, tenant_id, workspace, agent_id, content_hash, $4"
-            " FROM agent_memory.fragments WHERE id = $1 AND content_hash = $3"
-            " ON CONFLICT (fragment_id, profile_id) DO UPDATE SET embedding = EXCLUDED.embedding,"
-            " content_hash = EXCLUDED.content_hash, agent_id = EXCLUDED.agent_id, created_at = now()",
-            fragment_id,
-            profile,
-            row["content_hash"],
-            vector,
-        )
+    await embed_fragments([envelope["payload"]["fragment_id"]], rt)
+
+
+async def embed_requested(envelope: dict, rt: Runtime) -> None:
+    """Consolidation's backfill (stage 9): a batch of fragment ids."""
+    await embed_fragments(list(envelope["payload"]["fragment_ids"]), rt)
 
 
 HANDLERS = {
     "fragment.stored": embed_fragment,
     "fragment.amended": embed_fragment,
+    "embedding.requested": embed_requested,
 }

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
+from memento_evaluator import service
 from memento_evaluator.handlers import HANDLERS
 from memento_shared.settings import Settings
 from memento_shared.worker import run_worker
@@ -11,7 +12,17 @@ from memento_shared.worker import run_worker
 
 def main() -> None:
     settings = Settings()
-    asyncio.run(run_worker("evaluator", HANDLERS, port=settings.evaluator_port, settings=settings))
+    asyncio.run(
+        run_worker(
+            "evaluator",
+            HANDLERS,
+            port=settings.evaluator_port,
+            settings=settings,
+            on_startup=service.setup,
+            on_shutdown=service.teardown,
+            max_jobs=16,
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -13,16 +13,30 @@ from memento_shared.telemetry.logging import setup_logging
 from memento_shared.telemetry.tracing import setup_tracing
 
 log = logging.getLogger("memento_gateway")
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
+def bind_host(settings: Settings) -> str:
+    """Where to listen. No key means anyone who can reach the port reads and writes memory: loopback only,
+    unless MEMENTO_ALLOW_UNAUTHENTICATED_BIND says otherwise in so many words."""
+    host = settings.bind_host
+    if settings.memento_access_key:
+        return host
+    if host in LOOPBACK:
+        log.warning("gateway.auth_disabled", extra={"host": host})
+        return host
+    if settings.allow_unauthenticated_bind:
+        log.warning("gateway.auth_disabled_and_exposed", extra={"host": host})
+        return host
+    log.warning("gateway.auth_disabled_loopback_only", extra={"requested_host": host, "host": "127.0.0.1"})
+    return "127.0.0.1"
 
 
 async def serve(settings: Settings) -> None:
-    host = settings.bind_host
-    if not settings.memento_access_key and host not in ("127.0.0.1", "localhost", "::1"):
-        # No key means anyone who can reach the port can read and write memory: loopback only unless forced.
-        log.warning("gateway.auth_disabled_loopback_only", extra={"requested_host": host})
-        host = "127.0.0.1"
-    elif not settings.memento_access_key:
-        log.warning("gateway.auth_disabled", extra={"host": host})
+    host = bind_host(settings)
+    settings = settings.model_copy(update={"bind_host": host})
+    details = {"host": host, "port": settings.port, "requires_key": bool(settings.memento_access_key)}
+    log.info("gateway.listening", extra={**details, "ttl_minutes": settings.session_ttl_minutes})
     server = make_server(create_app(settings), host, settings.port)
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

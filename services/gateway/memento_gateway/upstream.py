@@ -4,6 +4,8 @@ clean tool errors (never a stack trace to the MCP client)."""
 from __future__ import annotations
 
 import logging
+import time
+from dataclasses import replace
 from typing import Any
 
 import httpx
@@ -12,6 +14,11 @@ from memento_shared.principal import HEADER, Principal, encode_principal
 from memento_shared.telemetry.tracing import inject_headers
 
 log = logging.getLogger(__name__)
+GATEWAY = Principal(tenant_id="", workspaces=(), agents=(), scopes=(), subject="gateway")  # for /internal routes
+
+
+class UpstreamUnavailable(Exception):
+    """memory-api did not answer usefully; the message is safe to show a client."""
 
 
 class Upstream:
@@ -21,33 +28,74 @@ class Upstream:
             base_url=base_url.rstrip("/"),
             timeout=timeout_s,
             limits=httpx.Limits(max_connections=200, max_keepalive_connections=50),
+            trust_env=False,  # memory-api is internal: a proxy from the environment must not sit in between
         )
+
+    def _headers(self, principal: Principal, session_id: str | None) -> dict[str, str]:
+        # Signed at the moment of the call: memory-api refuses principals older than a few minutes.
+        signed = encode_principal(replace(principal, issued_at=time.time()), self.secret)
+        headers = inject_headers({HEADER: signed})
+        if session_id:
+            headers["X-Memento-Session-Id"] = session_id
+        return headers
+
+    async def _post(self, path: str, body: dict[str, Any], principal: Principal, session_id: str | None = None):
+        try:
+            return await self.client.post(path, json=body, headers=self._headers(principal, session_id))
+        except httpx.TimeoutException:
+            log.warning("upstream.timeout", extra={"path": path})
+            raise UpstreamUnavailable("RESOURCE_BUSY") from None
+        except httpx.HTTPError as exc:
+            log.warning("upstream.unreachable", extra={"path": path, "error_type": type(exc).__name__})
+            raise UpstreamUnavailable("STORAGE_ERROR") from None
 
     async def call_tool(
         self, name: str, arguments: dict[str, Any] | None, principal: Principal, session_id: str | None
     ) -> dict[str, Any]:
-        headers = inject_headers({HEADER: encode_principal(principal, self.secret)})
-        if session_id:
-            headers["X-Memento-Session-Id"] = session_id
         try:
-            response = await self.client.post(f"/v1/tools/{name}", json={"arguments": arguments}, headers=headers)
-        except httpx.TimeoutException:
-            log.warning("upstream.timeout", extra={"tool": name})
-            return _error("RESOURCE_BUSY", "memory-api did not answer in time; retry")
-        except httpx.HTTPError as exc:
-            log.warning("upstream.unreachable", extra={"tool": name, "error_type": type(exc).__name__})
+            response = await self._post(f"/v1/tools/{name}", {"arguments": arguments}, principal, session_id)
+        except UpstreamUnavailable as exc:
+            if str(exc) == "RESOURCE_BUSY":
+                return _error("RESOURCE_BUSY", "memory-api did not answer in time; retry")
             return _error("STORAGE_ERROR", "memory-api is unreachable; nothing was changed")
-        try:
-            body = response.json()
-        except ValueError:
-            body = None
+        body = _json(response)
         if not isinstance(body, dict) or ("result" not in body and "error" not in body):
             log.warning("upstream.bad_response", extra={"tool": name, "status": response.status_code})
             return _error("STORAGE_ERROR", "memory-api gave no usable answer")
         return body
 
+    async def forward(
+        self, method: str, params: dict[str, Any], principal: Principal, session_id: str | None
+    ) -> dict[str, Any] | None:
+        """resources/* and prompts/* at `POST /v1/<method>`; None when memory-api serves no such route yet."""
+        response = await self._post(f"/v1/{method}", {"params": params}, principal, session_id)
+        body = _json(response)
+        answered = isinstance(body, dict) and ("result" in body or "error" in body)
+        if response.status_code == 404 and not answered:
+            return None
+        if not answered:
+            log.warning("upstream.bad_response", extra={"method": method, "status": response.status_code})
+            raise UpstreamUnavailable("STORAGE_ERROR")
+        return body
+
+    async def key(self, path: str, body: dict[str, str]) -> dict[str, Any] | None:
+        """An API key's binding from memory-api's internal routes; None when unknown, revoked or expired."""
+        response = await self._post(f"/internal/keys/{path}", body, GATEWAY)
+        if response.status_code != 200:
+            log.warning("upstream.key_check_failed", extra={"status": response.status_code})
+            raise UpstreamUnavailable("STORAGE_ERROR")
+        answer = _json(response)
+        return answer.get("key") if isinstance(answer, dict) and answer.get("valid") else None
+
     async def aclose(self) -> None:
         await self.client.aclose()
+
+
+def _json(response: httpx.Response) -> Any:
+    try:
+        return response.json()
+    except ValueError:
+        return None
 
 
 def _error(code: str, message: str) -> dict[str, Any]:

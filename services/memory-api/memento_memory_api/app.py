@@ -15,7 +15,7 @@ from memento_memory_api.context import Profile
 from memento_memory_api.embedding_client import EmbeddingClient
 from memento_memory_api.outbox_relay import Relay
 from memento_memory_api.recall.l1 import L1Keeper
-from memento_memory_api.routes import health
+from memento_memory_api.routes import health, keys
 from memento_memory_api.routes import tools as tool_routes
 from memento_memory_api.uow import UnitOfWorkFactory
 from memento_shared.db.pool import assert_not_privileged, create_pool
@@ -72,5 +72,6 @@ def create_app(settings: Settings) -> FastAPI:
     app = FastAPI(title="memento memory-api", lifespan=lifespan, docs_url=None, redoc_url=None)
     app.include_router(tool_routes.router)
     app.include_router(health.router)
+    app.include_router(keys.router)
     app.add_middleware(RequestMetrics, service="memory-api")
     return app

@@ -64,3 +64,50 @@ ACTIVE_SESSIONS = Gauge("memento_active_sessions", "MCP sessions alive in Redis"
 
 async def metrics_endpoint(_: Request) -> Response:
     return Response(generate_latest(REGISTRY), media_type=CONTENT_TYPE_LATEST)
+
+
+# --- workers (issue 5) ---
+DEAD_LETTERS_OPEN = Gauge(
+    "memento_dead_letters_open", "Dead letters not replayed yet", ["queue", "event_type"], registry=REGISTRY
+)
+PROVIDER_THROTTLED = Counter(
+    "memento_provider_throttled_total",
+    "Calls that waited for a provider's rate limit or Retry-After",
+    ["provider"],
+    registry=REGISTRY,
+)
+EMBEDDING_PROFILE_PROGRESS = Gauge(
+    "memento_embedding_profile_progress_ratio",
+    "Share of fragments embedded into a profile that is being built",
+    ["profile"],
+    registry=REGISTRY,
+)
+EVALUATIONS = Counter(
+    "memento_evaluations_total", "Fragments scored by the evaluator", ["scorer", "status"], registry=REGISTRY
+)
+CONSOLIDATION_STAGE_SECONDS = Histogram(
+    "memento_consolidation_stage_seconds",
+    "Time per consolidation stage",
+    ["stage"],
+    buckets=(0.01, 0.05, 0.1, 0.5, 1, 2, 5, 10, 30, 60, 120),
+    registry=REGISTRY,
+)
+CONSOLIDATION_ITEMS = Counter(
+    "memento_consolidation_items_total", "Fragments or links changed per stage", ["stage"], registry=REGISTRY
+)
+
+
+# --- gateway edge (issue 3) ---
+GATEWAY_REJECTIONS = Counter(
+    "memento_gateway_rejections_total",
+    "Requests refused at the edge (unauthorized, origin, body size, rate, streams)",
+    ["reason"],
+    registry=REGISTRY,
+)
+GATEWAY_STREAMS = Gauge("memento_gateway_open_streams", "SSE streams open on this replica", ["kind"], registry=REGISTRY)
+MCP_MESSAGES = Counter(
+    "memento_mcp_messages_total",
+    "JSON-RPC messages handled by method and transport",
+    ["method", "transport"],
+    registry=REGISTRY,
+)

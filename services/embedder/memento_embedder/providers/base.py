@@ -1,7 +1,14 @@
-"""The provider interface every embedding backend implements (offline model, OpenAI-compatible, Voyage, Jina)."""
+"""The provider interface every embedding backend implements (offline model, OpenAI and compatible servers,
+Voyage, Jina), and the one error type they raise.
+
+`embed` may be a plain function (the offline model: CPU-bound, run on a worker thread by the Batcher) or a
+coroutine (HTTP providers). Vectors come back as (len(texts), dimension) float32, L2-normalised.
+"""
 
 from __future__ import annotations
 
+import email.utils
+import time
 from typing import Literal, Protocol
 
 import numpy as np
@@ -14,6 +21,43 @@ class Provider(Protocol):
     model: str
     dimension: int
 
-    def embed(self, texts: list[str], input_type: InputType) -> np.ndarray:
-        """Blocking: (len(texts), dimension) float32, L2-normalised. Called from a worker thread."""
-        ...
+    def embed(self, texts: list[str], input_type: InputType) -> np.ndarray: ...
+
+
+class ProviderError(Exception):
+    """A provider call failed. `retry_after` carries a 429's Retry-After (seconds), which the worker honours;
+    `error_type` is the metric label (rate_limited, server_error, client_error, timeout, connection, bad_response)."""
+
+    def __init__(self, message: str, *, error_type: str, status: int | None = None, retry_after: float | None = None):
+        super().__init__(message)
+        self.error_type = error_type
+        self.status = status
+        self.retry_after = retry_after
+
+
+def error_type_for(status: int) -> str:
+    if status == 429:
+        return "rate_limited"
+    return "server_error" if status >= 500 else "client_error"
+
+
+def parse_retry_after(value: str | None) -> float | None:
+    """Retry-After is either seconds or an HTTP date."""
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        parsed = email.utils.parsedate_to_datetime(value) if value else None
+        return max(0.0, parsed.timestamp() - time.time()) if parsed else None
+
+
+def to_matrix(vectors: list[list[float]], count: int, dimension: int) -> np.ndarray:
+    """Check a provider's answer (count and dimension) and L2-normalise it: the cosine index expects unit vectors."""
+    matrix = np.asarray(vectors, dtype=np.float32)
+    if matrix.shape != (count, dimension):
+        raise ProviderError(
+            f"expected {count} vectors of {dimension} dimensions, got shape {matrix.shape}", error_type="bad_response"
+        )
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    return matrix / np.where(norms == 0, 1.0, norms)

@@ -1,12 +1,12 @@
-"""MCP sessions kept in Redis (principal, protocol version, profiles, timestamps), so any gateway replica
-can serve any session. A sorted set of expiry times gives /health its active count without scanning keys."""
+"""MCP sessions kept in Redis (principal, protocol version, profiles, log level, timestamps), so any gateway
+replica can serve any session. A sorted set of expiry times gives /health its active count without scanning keys."""
 
 from __future__ import annotations
 
 import json
 import secrets
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 from redis.asyncio import Redis
 
@@ -19,14 +19,28 @@ def _key(session_id: str) -> str:
     return f"memento:session:{session_id}"
 
 
-@dataclass
+@dataclass(frozen=True)
 class Session:
     id: str
-    principal: Principal
+    principal: Principal  # who opened it; later requests must come from the same tenant and subject
     protocol_version: str
     profiles: tuple[str, ...]
     created_at: float
     client: str = ""
+    transport: str = "streamable-http"  # or "sse" (2024-11-05 legacy transport)
+    log_level: str | None = None  # set by logging/setLevel; no log notifications until then
+    credential: str = "operator"  # operator | api_key | oauth | open (auth disabled)
+    credential_expires_at: float | None = None  # an OAuth token's expiry: /message stops trusting it then
+
+    def owned_by(self, principal: Principal) -> bool:
+        return (self.principal.tenant_id, self.principal.subject) == (principal.tenant_id, principal.subject)
+
+
+def _load(raw: bytes) -> Session:
+    data = json.loads(raw)
+    p = data.pop("principal")
+    principal = Principal(**{k: tuple(v) if isinstance(v, list) else v for k, v in p.items()})
+    return Session(principal=principal, **{**data, "profiles": tuple(data["profiles"])})
 
 
 class SessionStore:
@@ -34,30 +48,38 @@ class SessionStore:
         self.redis = redis
         self.ttl = ttl_seconds
 
-    async def create(
-        self, principal: Principal, protocol_version: str, profiles: tuple[str, ...], client: str
-    ) -> Session:
-        session = Session(secrets.token_urlsafe(24), principal, protocol_version, profiles, time.time(), client[:100])
-        data = asdict(session)
-        async with self.redis.pipeline(transaction=True) as pipe:
-            pipe.set(_key(session.id), json.dumps(data), ex=self.ttl)
-            pipe.zadd(INDEX, {session.id: time.time() + self.ttl})
-            await pipe.execute()
+    async def create(self, principal: Principal, protocol_version: str, profiles: tuple[str, ...], **extra) -> Session:
+        session = Session(secrets.token_urlsafe(24), principal, protocol_version, profiles, time.time(), **extra)
+        await self._write(session, new=True)
         return session
 
+    async def save(self, session: Session) -> bool:
+        """Update a live session; False (and nothing written) if it ended meanwhile - never bring it back."""
+        return await self._write(session, new=False)
+
+    async def _write(self, session: Session, *, new: bool) -> bool:
+        data = json.dumps(asdict(replace(session, client=session.client[:100])))
+        if not await self.redis.set(_key(session.id), data, ex=self.ttl, nx=new, xx=not new):
+            return False
+        await self.redis.zadd(INDEX, {session.id: time.time() + self.ttl})
+        return True
+
     async def get(self, session_id: str) -> Session | None:
+        """The session, its expiry slid forward; None when unknown, ended or expired."""
+        if not session_id or len(session_id) > 64:
+            return None
         raw = await self.redis.get(_key(session_id))
         if raw is None:
             return None
-        data = json.loads(raw)
-        p = data.pop("principal")
-        principal = Principal(**{k: tuple(v) if isinstance(v, list) else v for k, v in p.items()})
-        session = Session(principal=principal, **{**data, "profiles": tuple(data["profiles"])})
-        async with self.redis.pipeline(transaction=False) as pipe:  # sliding expiry
+        await self.touch(session_id)
+        return _load(raw)
+
+    async def touch(self, session_id: str) -> bool:
+        async with self.redis.pipeline(transaction=False) as pipe:
             pipe.expire(_key(session_id), self.ttl)
-            pipe.zadd(INDEX, {session_id: time.time() + self.ttl})
-            await pipe.execute()
-        return session
+            pipe.zadd(INDEX, {session_id: time.time() + self.ttl}, xx=True)
+            alive, _ = await pipe.execute()
+        return bool(alive)
 
     async def delete(self, session_id: str) -> bool:
         async with self.redis.pipeline(transaction=True) as pipe:
@@ -67,6 +89,5 @@ class SessionStore:
         return bool(deleted)
 
     async def active_count(self) -> int:
-        now = time.time()
-        await self.redis.zremrangebyscore(INDEX, "-inf", now)
+        await self.redis.zremrangebyscore(INDEX, "-inf", time.time())
         return int(await self.redis.zcard(INDEX))

@@ -1,9 +1,9 @@
-"""Protocol-version negotiation: the client's version when supported, else the newest we speak."""
+"""Protocol-version negotiation: the client's version when supported, else the newest we speak (seed 000 §11.4)."""
 
 from __future__ import annotations
 
 SUPPORTED = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
-LATEST = SUPPORTED[-1]
+OLDEST, LATEST = SUPPORTED[0], SUPPORTED[-1]
 
 
 def negotiate(requested: object) -> str:
@@ -11,8 +11,9 @@ def negotiate(requested: object) -> str:
 
 
 def has_annotations(version: str) -> bool:
-    return version >= "2025-03-26"
+    return SUPPORTED.index(version) >= SUPPORTED.index("2025-03-26")
 
 
 def has_structured_output(version: str) -> bool:
-    return version >= "2025-06-18"
+    """outputSchema, structuredContent and tool titles."""
+    return SUPPORTED.index(version) >= SUPPORTED.index("2025-06-18")

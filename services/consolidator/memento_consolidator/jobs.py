@@ -1,0 +1,46 @@
+"""The consolidator's arq functions: `consolidate` on demand (memento_shared.consolidation.JOB_NAME, what
+memory_consolidate awaits), `consolidate_all` on the schedule, and the `consolidation.requested` event."""
+
+from __future__ import annotations
+
+import logging
+
+from arq.worker import Function, func
+
+from memento_consolidator.runner import run_consolidation
+from memento_shared.consolidation import JOB_NAME, ConsolidationBusy
+from memento_shared.db.rls import set_system
+from memento_shared.worker import Runtime
+
+log = logging.getLogger(__name__)
+
+
+async def consolidate(ctx: dict, tenant_id: str, workspace: str) -> dict:
+    return await run_consolidation(ctx["runtime"], tenant_id, workspace, "on_demand")
+
+
+async def consolidate_all(ctx: dict) -> dict:
+    """Every (tenant, workspace) with fragments; a tenant being consolidated right now is skipped until next time."""
+    rt: Runtime = ctx["runtime"]
+    async with rt.pool.acquire() as conn, conn.transaction():
+        await set_system(conn)
+        scopes = await conn.fetch("SELECT DISTINCT tenant_id, workspace FROM agent_memory.fragments")
+    done = busy = 0
+    for scope in scopes:
+        try:
+            await run_consolidation(rt, scope["tenant_id"], scope["workspace"], "cron", wait_s=None)
+            done += 1
+        except ConsolidationBusy:
+            busy += 1
+    log.info("consolidation.scheduled_done", extra={"scopes": done, "skipped_busy": busy})
+    return {"scopes": done, "skipped_busy": busy}
+
+
+async def on_requested(envelope: dict, rt: Runtime) -> None:
+    """`consolidation.requested` through the outbox: the same run for the event's tenant and workspace."""
+    await run_consolidation(rt, envelope["tenant_id"], envelope["workspace"], "on_demand")
+
+
+def functions(timeout_s: float) -> list[Function]:
+    # a run is idempotent stage by stage, so a run cut short by a dying worker can simply run again
+    return [func(consolidate, name=JOB_NAME, timeout=timeout_s, max_tries=3)]

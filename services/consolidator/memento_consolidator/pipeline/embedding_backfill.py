@@ -1,0 +1,57 @@
+"""Stage 9: fragments without a vector for their current content, in the active profile or the one being built,
+are sent to the embedder (seed 000 §9.3: embeddings that failed are backfilled by consolidation).
+
+They are enqueued straight onto the embedder's queue as `embedding.requested` events of up to BATCH ids, not
+through the outbox: nothing depends on this delivery, because the next run looks again and enqueues whatever is
+still missing. The job id is derived from the (id, content hash) pairs, so a run while the previous run's batches
+are still queued adds nothing. Fragments younger than backfillGraceSeconds are left to their own events; at most
+backfillLimit are sent per run (the embedder's model, not this stage, is the bottleneck).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+
+from memento_consolidator.pipeline.context import StageContext
+from memento_shared.events import envelope, job_id, queue_key
+
+BATCH = 64
+NAMESPACE = uuid.UUID("6f1d2c4e-98a5-4b7e-9d1b-0e6f3c2a7b10")
+
+MISSING_SQL = (
+    "SELECT f.id, f.content_hash FROM agent_memory.fragments f WHERE f.tenant_id = $1 AND f.workspace = $2"
+    " AND f.id > $3 AND f.created_at < now() - $4::float8 * interval '1 second' AND EXISTS ("
+    "  SELECT 1 FROM agent_memory.embedding_profiles p WHERE p.status IN ('active', 'building') AND NOT EXISTS ("
+    "   SELECT 1 FROM agent_memory.fragment_embeddings e WHERE e.fragment_id = f.id AND e.profile_id = p.id"
+    "   AND e.content_hash = f.content_hash))"
+    " ORDER BY f.id LIMIT $5"
+)
+
+
+async def run(ctx: StageContext) -> int:
+    if ctx.redis is None:
+        return 0
+    limit = int(ctx.config["backfillLimit"])
+    grace = float(ctx.config["backfillGraceSeconds"])
+    sent, cursor = 0, ""
+    while sent < limit:
+        async with ctx.transaction() as conn:
+            rows = await conn.fetch(MISSING_SQL, ctx.tenant_id, ctx.workspace, cursor, grace, min(BATCH, limit - sent))
+        if not rows:
+            break
+        await _enqueue(ctx, rows)
+        sent += len(rows)
+        cursor = rows[-1]["id"]
+    return sent
+
+
+async def _enqueue(ctx: StageContext, rows) -> None:
+    digest = hashlib.sha256("|".join(f"{r['id']}:{r['content_hash']}" for r in rows).encode()).hexdigest()
+    event_id = str(uuid.uuid5(NAMESPACE, digest))
+    event = envelope(
+        event_id, "embedding.requested", ctx.tenant_id, ctx.workspace, {"fragment_ids": [r["id"] for r in rows]}, None
+    )
+    await ctx.redis.enqueue_job(
+        "handle_event", event, _job_id=job_id(event_id, "embedder"), _queue_name=queue_key("embedder")
+    )

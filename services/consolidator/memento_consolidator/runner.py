@@ -1,0 +1,131 @@
+"""One consolidation run of a tenant's workspace: the tenant's advisory lock, the ten stages in order with their
+timing, progress in Redis, and a consolidation_runs row with the result."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from collections.abc import AsyncIterator
+
+import asyncpg
+
+from memento_consolidator.pipeline import PIPELINE
+from memento_consolidator.pipeline.context import StageContext
+from memento_shared.consolidation import STAGES, ConsolidationBusy, lifecycle, progress_key
+from memento_shared.db.rls import set_principal
+from memento_shared.telemetry.metrics import CONSOLIDATION_ITEMS, CONSOLIDATION_STAGE_SECONDS
+from memento_shared.worker import Runtime
+
+log = logging.getLogger(__name__)
+PROGRESS_TTL_S = 600
+
+
+def _lock_key(tenant_id: str) -> str:
+    return f"memento.consolidation:{tenant_id}"
+
+
+@contextlib.asynccontextmanager
+async def tenant_lock(pool: asyncpg.Pool, tenant_id: str, *, wait_s: float | None) -> AsyncIterator[None]:
+    """Hold the tenant's consolidation lock for the block (a session advisory lock on a connection of its own,
+    released if this process dies). wait_s=None: do not wait; raises ConsolidationBusy when it is taken."""
+    async with pool.acquire() as conn:
+        if wait_s is None:
+            got = await conn.fetchval("SELECT pg_try_advisory_lock(hashtextextended($1, 0))", _lock_key(tenant_id))
+        else:
+            try:
+                await conn.execute(f"SET lock_timeout = {max(1, int(wait_s * 1000))}")
+                await conn.execute("SELECT pg_advisory_lock(hashtextextended($1, 0))", _lock_key(tenant_id))
+                got = True
+            except asyncpg.LockNotAvailableError:
+                got = False
+            finally:
+                await conn.execute("RESET lock_timeout")
+        if not got:
+            raise ConsolidationBusy(f"a consolidation of tenant {tenant_id} is running")
+        try:
+            yield
+        finally:
+            await conn.execute("SELECT pg_advisory_unlock(hashtextextended($1, 0))", _lock_key(tenant_id))
+
+
+async def run_consolidation(
+    rt: Runtime, tenant_id: str, workspace: str, trigger: str, *, wait_s: float | None = None
+) -> dict:
+    """The result described in memento_shared.consolidation. wait_s: how long to wait for the tenant's lock
+    (default CONSOLIDATION_LOCK_TIMEOUT_SECONDS); None for the schedule, which skips a busy tenant."""
+    started = time.perf_counter()
+    wait = rt.settings.consolidation_lock_timeout_s if wait_s is None and trigger == "on_demand" else wait_s
+    async with tenant_lock(rt.pool, tenant_id, wait_s=wait):
+        since, run_id = await _open_run(rt.pool, tenant_id, workspace, trigger)
+        ctx = StageContext(
+            rt.pool,
+            rt.redis,
+            rt.settings,
+            lifecycle(rt.settings),
+            tenant_id,
+            workspace,
+            since=since,
+            batch_size=rt.settings.consolidation_batch_size,
+        )
+        counts: dict[str, int] = {}
+        stage_ms: dict[str, int] = {}
+        for index, (name, stage) in enumerate(PIPELINE):
+            await _progress(rt, tenant_id, workspace, name, index)
+            stage_started = time.perf_counter()
+            counts[name] = await stage(ctx)
+            elapsed = time.perf_counter() - stage_started
+            stage_ms[name] = round(elapsed * 1000)
+            CONSOLIDATION_STAGE_SECONDS.labels(name).observe(elapsed)
+            CONSOLIDATION_ITEMS.labels(name).inc(counts[name])
+        await _progress(rt, tenant_id, workspace, "done", len(STAGES))
+        result = {
+            "stages": counts,
+            "contradictions": ctx.contradictions,
+            "stats": ctx.stats,
+            "stage_ms": stage_ms,
+            "duration_ms": round((time.perf_counter() - started) * 1000),
+        }
+        await _close_run(rt.pool, tenant_id, workspace, run_id, result)
+    log.info("consolidation.done", extra={"trigger": trigger, "duration_ms": result["duration_ms"], **counts})
+    return result
+
+
+async def _open_run(pool: asyncpg.Pool, tenant_id: str, workspace: str, trigger: str):
+    async with pool.acquire() as conn, conn.transaction():
+        await set_principal(conn, tenant_id=tenant_id, workspace=workspace, agent_id="consolidator", access="admin")
+        since = await conn.fetchval(
+            "SELECT max(started_at) FROM agent_memory.consolidation_runs WHERE tenant_id = $1 AND workspace = $2"
+            " AND finished_at IS NOT NULL",
+            tenant_id,
+            workspace,
+        )
+        run_id = await conn.fetchval(
+            "INSERT INTO agent_memory.consolidation_runs (tenant_id, workspace, trigger) VALUES ($1, $2, $3)"
+            " RETURNING id",
+            tenant_id,
+            workspace,
+            trigger,
+        )
+    return since, run_id
+
+
+async def _close_run(pool: asyncpg.Pool, tenant_id: str, workspace: str, run_id: int, result: dict) -> None:
+    async with pool.acquire() as conn, conn.transaction():
+        await set_principal(conn, tenant_id=tenant_id, workspace=workspace, agent_id="consolidator", access="admin")
+        await conn.execute(
+            "UPDATE agent_memory.consolidation_runs SET finished_at = now(), result = $2 WHERE id = $1",
+            run_id,
+            result,
+        )
+
+
+async def _progress(rt: Runtime, tenant_id: str, workspace: str, stage: str, done: int) -> None:
+    key = progress_key(tenant_id, workspace)
+    try:
+        async with rt.redis.pipeline(transaction=False) as pipe:
+            pipe.hset(key, mapping={"stage": stage, "done": done, "total": len(STAGES)})
+            pipe.expire(key, PROGRESS_TTL_S)
+            await pipe.execute()
+    except Exception:  # progress is a courtesy; the run goes on without Redis
+        log.debug("consolidation.progress_unavailable")

@@ -1,0 +1,100 @@
+"""Background build of a new embedding profile: embed every fragment that lacks a current vector in it, in id
+order and in batches, recording progress on the profile row; then cut over (profiles.cut_over).
+
+Every replica runs a builder; a session advisory lock per profile lets one of them work at a time, and the lock
+goes with the connection if that replica dies, so another continues from what is already written (the pass skips
+fragments that have a vector, so a restart loses at most one batch).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import asyncpg
+
+from memento_embedder import profiles
+from memento_embedder.registry import ProfileRegistry
+from memento_shared.db.rls import set_system
+from memento_shared.telemetry.metrics import EMBEDDING_PROFILE_PROGRESS
+
+log = logging.getLogger(__name__)
+
+_NEXT_SQL = (
+    "SELECT f.id, f.content, f.content_hash FROM agent_memory.fragments f WHERE f.id > $2 AND NOT EXISTS ("
+    " SELECT 1 FROM agent_memory.fragment_embeddings e WHERE e.fragment_id = f.id AND e.profile_id = $1"
+    " AND e.content_hash = f.content_hash) ORDER BY f.id LIMIT $3"
+)
+
+
+class ProfileBuilder:
+    def __init__(self, pool: asyncpg.Pool, registry: ProfileRegistry, *, interval: float = 5.0, batch: int = 64):
+        self.pool = pool
+        self.registry = registry
+        self.interval = interval
+        self.batch = batch
+        self._task: asyncio.Task | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run())
+
+    async def stop(self) -> None:
+        if self._task:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+
+    async def _run(self) -> None:
+        while True:
+            try:
+                await self.step()
+            except Exception as exc:  # provider or database trouble: the next round starts over where it was
+                log.warning("embedding_profile.build_failed", extra={"error_type": type(exc).__name__})
+            await asyncio.sleep(self.interval)  # the next look for a profile to build
+
+    async def step(self) -> bool:
+        """Build the building profile if there is one and no other replica is on it; True if it cut over."""
+        async with self.pool.acquire() as conn:
+            row = await profiles.building(conn)
+        if row is None:
+            return False
+        async with self.pool.acquire() as lock_conn:
+            key = f"memento.embedding_build:{row['id']}"
+            if not await lock_conn.fetchval("SELECT pg_try_advisory_lock(hashtext($1))", key):
+                return False
+            try:
+                return await self._build(row["id"])
+            finally:
+                await lock_conn.execute("SELECT pg_advisory_unlock(hashtext($1))", key)
+
+    async def _build(self, profile_id: str) -> bool:
+        batcher = await self.registry.batcher(profile_id)
+        async with self.pool.acquire() as conn, conn.transaction():
+            await set_system(conn)
+            total = await conn.fetchval("SELECT count(*) FROM agent_memory.fragments")
+            done = await conn.fetchval(
+                "SELECT count(*) FROM agent_memory.fragment_embeddings WHERE profile_id = $1", profile_id
+            )
+        log.info("embedding_profile.build_pass", extra={"profile": profile_id, "done": done, "total": total})
+        cursor = ""
+        while True:
+            async with self.pool.acquire() as conn, conn.transaction():
+                await set_system(conn)
+                rows = await conn.fetch(_NEXT_SQL, profile_id, cursor, self.batch)
+            if not rows:
+                break
+            await asyncio.gather(*(batcher.embed_document(r["content"], (r["id"], r["content_hash"])) for r in rows))
+            cursor = rows[-1]["id"]
+            done = min(total, done + len(rows))
+            await self._progress(profile_id, done, total)
+        async with self.pool.acquire() as conn, conn.transaction():
+            await set_system(conn)
+            switched = await profiles.cut_over(conn, profile_id)
+        if switched:
+            EMBEDDING_PROFILE_PROGRESS.labels(profile_id).set(1.0)
+        return switched
+
+    async def _progress(self, profile_id: str, done: int, total: int) -> None:
+        async with self.pool.acquire() as conn, conn.transaction():
+            await set_system(conn)
+            await profiles.record_progress(conn, profile_id, done, total)
+        EMBEDDING_PROFILE_PROGRESS.labels(profile_id).set(done / total if total else 1.0)

@@ -1,0 +1,35 @@
+"""The evaluator's composition: Gemini when GEMINI_API_KEY is set, the offline scorer otherwise, each behind a
+per-provider limiter (EVALUATOR_CONCURRENCY calls at once, EVALUATOR_RATE_LIMIT per second)."""
+
+from __future__ import annotations
+
+import logging
+
+from memento_evaluator.scorers.offline import OfflineScorer
+from memento_shared.worker import ProviderLimiter, Runtime
+
+log = logging.getLogger(__name__)
+
+
+async def setup(rt: Runtime) -> None:
+    settings = rt.settings
+    if settings.gemini_api_key:
+        from memento_evaluator.scorers.gemini import GeminiScorer
+
+        limiter = ProviderLimiter("gemini", settings.evaluator_concurrency, settings.evaluator_rate_limit)
+        rt.state["scorer"] = GeminiScorer(
+            api_key=settings.gemini_api_key,
+            model=settings.gemini_model,
+            base_url=settings.gemini_base_url or None,
+            timeout_s=settings.evaluator_timeout_s,
+            limiter=limiter,
+        )
+    else:
+        rt.state["scorer"] = OfflineScorer()
+    log.info("evaluator.scorer", extra={"scorer": rt.state["scorer"].name})
+
+
+async def teardown(rt: Runtime) -> None:
+    closer = getattr(rt.state.get("scorer"), "aclose", None)
+    if closer:
+        await closer()

@@ -1,0 +1,91 @@
+"""What each MCP request method does. Tools come from the shared registry; resources and prompts belong to
+memory-api and are forwarded there; the rest (ping, logging) is answered here."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from memento_gateway.mcp import tools
+from memento_gateway.mcp.call import LOG_LEVELS, Call
+from memento_gateway.mcp.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND, Message, RpcError
+from memento_gateway.mcp.sessions import SessionStore
+from memento_gateway.upstream import Upstream, UpstreamUnavailable
+
+SERVER_INFO = {"name": "memento", "title": "Memento memory server", "version": "0.1.0"}
+INSTRUCTIONS = (
+    "Memento stores typed knowledge fragments across sessions. Call `context` or `recall` at the start "
+    "of a task, `remember` facts, decisions, errors, preferences and procedures as you learn them."
+)
+# Capabilities we actually serve. No completions: nothing here has completable arguments yet.
+CAPABILITIES = {
+    "tools": {"listChanged": False},
+    "resources": {"subscribe": False, "listChanged": False},
+    "prompts": {"listChanged": False},
+    "logging": {},
+}
+# memory-api owns these; until it serves a route, the lists are empty and nothing can be read.
+FORWARDED = {
+    "resources/list": {"resources": []},
+    "resources/templates/list": {"resourceTemplates": []},
+    "resources/read": None,
+    "prompts/list": {"prompts": []},
+    "prompts/get": None,
+}
+RESOURCE_NOT_FOUND = -32002  # MCP's code for resources/read of an unknown URI
+
+
+def initialize_result(version: str) -> dict[str, Any]:
+    return {
+        "protocolVersion": version,
+        "capabilities": CAPABILITIES,
+        "serverInfo": SERVER_INFO,
+        "instructions": INSTRUCTIONS,
+    }
+
+
+async def dispatch(message: Message, call: Call, upstream: Upstream, sessions: SessionStore) -> dict[str, Any]:
+    method, params = message.method, message.params
+    if method == "ping":
+        return {}
+    if method == "tools/list":
+        return tools.list_tools(call)
+    if method == "tools/call":
+        return await tools.call_tool(upstream, call, message.id, params)
+    if method == "logging/setLevel":
+        return await _set_level(message, call, sessions)
+    if method in FORWARDED:
+        return await _forward(message, call, upstream)
+    raise RpcError(METHOD_NOT_FOUND, f"Method not found: {method}", message.id)
+
+
+async def _set_level(message: Message, call: Call, sessions: SessionStore) -> dict[str, Any]:
+    level = message.params.get("level")
+    if level not in LOG_LEVELS:
+        raise RpcError(INVALID_PARAMS, f"level must be one of {', '.join(LOG_LEVELS)}", message.id)
+    await sessions.save(replace(call.session, log_level=level))
+    return {}
+
+
+async def _forward(message: Message, call: Call, upstream: Upstream) -> dict[str, Any]:
+    try:
+        body = await upstream.forward(message.method, message.params, call.principal, call.session.id)
+    except UpstreamUnavailable:
+        raise RpcError(INTERNAL_ERROR, "memory-api is unavailable; retry", message.id) from None
+    if body is None:
+        empty = FORWARDED[message.method]
+        if empty is not None:
+            return empty
+        if message.method == "resources/read":
+            raise RpcError(RESOURCE_NOT_FOUND, "Resource not found", message.id)
+        raise RpcError(INVALID_PARAMS, "Unknown prompt", message.id)
+    if "error" in body:
+        error = body["error"] if isinstance(body["error"], dict) else {}
+        code = error.get("code")
+        text = str(error.get("message", "request failed"))
+        if code == "MEMORY_NOT_FOUND" and message.method == "resources/read":
+            raise RpcError(RESOURCE_NOT_FOUND, text, message.id)
+        if code in ("INVALID_PARAMETER", "MEMORY_NOT_FOUND", "FORBIDDEN"):
+            raise RpcError(INVALID_PARAMS, text, message.id)
+        raise RpcError(INTERNAL_ERROR, text, message.id)
+    return body["result"]

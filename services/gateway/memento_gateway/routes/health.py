@@ -1,0 +1,35 @@
+"""`GET /health`: Redis, memory-api (and through it Postgres), and how many sessions are alive (seed 000 §12)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from memento_gateway.gateway import gateway
+from memento_shared.telemetry.metrics import ACTIVE_SESSIONS
+
+
+async def health(request: Request) -> Response:
+    gw = gateway(request)
+    checks: dict[str, Any] = {"redis": "up", "memory_api": "up"}
+    try:
+        sessions = await asyncio.wait_for(gw.sessions.active_count(), 2)
+        ACTIVE_SESSIONS.set(sessions)
+        checks["sessions"] = {"active": sessions, "streams_here": gw.hub.open_streams}
+    except Exception:
+        checks["redis"] = "down"
+    try:
+        upstream = await gw.upstream.client.get("/health", timeout=3)
+        checks["postgres"] = upstream.json().get("postgres", "down")
+        if upstream.status_code != 200:
+            checks["memory_api"] = "degraded"
+    except Exception:
+        checks["memory_api"] = "down"
+        checks["postgres"] = "unknown"
+    ok = checks["memory_api"] == "up" and checks["redis"] == "up"
+    return JSONResponse(
+        {"status": "ok" if ok else "degraded", "service": "gateway", **checks}, status_code=200 if ok else 503
+    )

@@ -1,0 +1,101 @@
+"""Steps both MCP transports take on every request: authenticate and rate-limit the caller, read the body within
+its limit, pick the workspace, check the protocol-version header, and answer HTTP-level errors."""
+
+from __future__ import annotations
+
+import logging
+import re
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from memento_gateway.auth.authenticator import AuthError, Caller
+from memento_gateway.auth.credentials import credential, unauthorized
+from memento_gateway.gateway import Gateway
+from memento_gateway.http.limits import PayloadTooLarge, read_body
+from memento_gateway.mcp import versions
+from memento_gateway.mcp.jsonrpc import INVALID_REQUEST, RpcError, error_response
+from memento_gateway.upstream import UpstreamUnavailable
+from memento_shared.telemetry.metrics import GATEWAY_REJECTIONS
+
+log = logging.getLogger(__name__)
+WORKSPACE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+FAILED_AUTH_PER_MINUTE = 60  # per client address: guessing keys is slowed down, not just refused
+
+
+def rpc_error(status: int, code: int, message: str, msg_id: Any = None, headers: dict | None = None) -> JSONResponse:
+    return JSONResponse(error_response(msg_id, code, message), status_code=status, headers=headers)
+
+
+def rpc_failure(status: int, exc: RpcError) -> JSONResponse:
+    return rpc_error(status, exc.code, exc.message, exc.msg_id)
+
+
+def too_many(retry_after: int, what: str = "rate limit exceeded") -> JSONResponse:
+    GATEWAY_REJECTIONS.labels("rate_limited").inc()
+    return JSONResponse(
+        {"error": "rate_limited", "error_description": f"{what}; retry after {retry_after} s"},
+        status_code=429,
+        headers={"Retry-After": str(retry_after)},
+    )
+
+
+def unavailable() -> JSONResponse:
+    return JSONResponse({"error": "unavailable", "error_description": "memory-api is unavailable; retry"}, 503)
+
+
+async def authenticate(request: Request, gw: Gateway, token: str | None = None) -> Caller | Response:
+    """The caller, or the response refusing it (401 with the OAuth pointer, 429, 503)."""
+    token = credential(request) if token is None else token
+    try:
+        caller = await gw.auth.authenticate(token)
+    except AuthError as exc:
+        client = request.client.host if request.client else "unknown"
+        wait = await gw.rate.retry_after(f"ip:{client}", per_minute=FAILED_AUTH_PER_MINUTE)
+        if wait:
+            return too_many(wait, "too many failed authentications")
+        log.info("auth.refused", extra={"reason": "missing" if exc.missing else "invalid"})
+        return unauthorized(gw.edge.resource_metadata_url, exc.description, missing=exc.missing)
+    except UpstreamUnavailable:
+        return unavailable()
+    return await within_rate(gw, caller)
+
+
+async def within_rate(gw: Gateway, caller: Caller) -> Caller | Response:
+    wait = await gw.rate.retry_after(caller.identity)
+    return too_many(wait) if wait else caller
+
+
+def version_header_problem(request: Request) -> Response | None:
+    version = request.headers.get("mcp-protocol-version")
+    if version is None or version in versions.SUPPORTED:
+        return None
+    supported = ", ".join(versions.SUPPORTED)
+    return rpc_error(400, INVALID_REQUEST, f"Unsupported MCP-Protocol-Version {version!r}; supported: {supported}")
+
+
+def workspace(request: Request) -> str | Response:
+    name = request.headers.get("x-memento-workspace", "default")
+    if not WORKSPACE.match(name):
+        return rpc_error(400, INVALID_REQUEST, "X-Memento-Workspace: 1-64 letters, digits, '_', '.', '-'")
+    return name
+
+
+async def body(request: Request, gw: Gateway) -> bytes | Response:
+    try:
+        return await read_body(request, gw.settings.max_body_bytes)
+    except PayloadTooLarge:
+        GATEWAY_REJECTIONS.labels("payload_too_large").inc()
+        return rpc_error(413, INVALID_REQUEST, f"request body larger than {gw.settings.max_body_bytes} bytes")
+
+
+def accepts(request: Request) -> tuple[bool, bool]:
+    """(JSON acceptable, SSE acceptable). No Accept header at all accepts both."""
+    header = request.headers.get("accept", "").strip()
+    if not header:
+        return True, True
+    kinds = {part.split(";")[0].strip().lower() for part in header.split(",")}
+    return bool(kinds & {"application/json", "application/*", "*/*"}), bool(
+        kinds & {"text/event-stream", "text/*", "*/*"}
+    )

@@ -1,0 +1,254 @@
+"""MCP Streamable HTTP (2025-03-26 and later): `POST /mcp` answers JSON or an SSE stream, `GET /mcp` opens the
+session's server-to-client stream, `DELETE /mcp` ends the session. Sessions live in Redis, so any replica
+serves any request; the GET stream hears messages from every replica through the hub."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+from collections.abc import AsyncIterator
+from dataclasses import replace
+from typing import Any
+
+import anyio
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from memento_gateway.auth.authenticator import Caller
+from memento_gateway.gateway import Gateway, gateway
+from memento_gateway.http import sse
+from memento_gateway.http.limits import STREAM_LEASE_S
+from memento_gateway.mcp import engine, profiles, versions
+from memento_gateway.mcp.call import Call
+from memento_gateway.mcp.hub import CLOSE
+from memento_gateway.mcp.jsonrpc import (
+    INVALID_REQUEST,
+    REQUEST_CANCELLED,
+    Message,
+    RpcError,
+    classify,
+    error_response,
+    parse_body,
+    result_response,
+)
+from memento_gateway.mcp.methods import initialize_result
+from memento_gateway.mcp.sessions import Session
+from memento_gateway.transports import common
+from memento_shared.telemetry.metrics import GATEWAY_STREAMS
+
+log = logging.getLogger(__name__)
+TRANSPORT = "streamable-http"
+SESSION_HEADER = "mcp-session-id"
+BATCH_VERSION = "2025-03-26"  # JSON-RPC batches came with 2025-03-26 and left with 2025-06-18
+
+
+async def _caller(request: Request, gw: Gateway) -> Caller | Response:
+    caller = await common.authenticate(request, gw)
+    if isinstance(caller, Response):
+        return caller
+    return common.version_header_problem(request) or caller
+
+
+async def _session(request: Request, gw: Gateway, caller: Caller) -> Session | Response:
+    session_id = request.headers.get(SESSION_HEADER)
+    if not session_id:
+        return common.rpc_error(400, INVALID_REQUEST, "Bad Request: Mcp-Session-Id header is required after initialize")
+    session = await gw.sessions.get(session_id)
+    if session is None or session.transport != TRANSPORT or not session.owned_by(caller.principal):
+        return common.rpc_error(404, INVALID_REQUEST, "Session not found: it ended or expired; initialize again")
+    return session
+
+
+def _reply(answer: Any, json_ok: bool, headers: dict[str, str] | None = None) -> Response:
+    if json_ok:
+        return JSONResponse(answer, headers=headers)
+    events = answer if isinstance(answer, list) else [answer]
+    body = b"".join(sse.event(a) for a in events)
+    return Response(body, media_type=sse.MEDIA_TYPE, headers={**sse.HEADERS, **(headers or {})})
+
+
+async def post(request: Request) -> Response:
+    gw = gateway(request)
+    caller = await _caller(request, gw)
+    if isinstance(caller, Response):
+        return caller
+    json_ok, sse_ok = common.accepts(request)
+    if not (json_ok or sse_ok):
+        return common.rpc_error(406, INVALID_REQUEST, "Not Acceptable: accept application/json or text/event-stream")
+    raw = await common.body(request, gw)
+    if isinstance(raw, Response):
+        return raw
+    try:
+        parsed = parse_body(raw)
+        if isinstance(parsed, list):
+            return await _batch(request, gw, caller, parsed, json_ok)
+        message = classify(parsed)
+    except RpcError as exc:
+        return common.rpc_failure(400, exc)
+    if message.kind == "request" and message.method == "initialize":
+        return await _initialize(request, gw, caller, message, json_ok)
+    session = await _session(request, gw, caller)
+    if isinstance(session, Response):
+        return session
+    if message.kind != "request":
+        await engine.notify(gw, message, session, TRANSPORT)
+        return Response(status_code=202)
+    call = await _call(request, caller, session)
+    if isinstance(call, Response):
+        return call
+    if not json_ok or (sse_ok and _wants_stream(message, session)):
+        return sse.EventStream(_answer_stream(gw, message, call))
+    answer = await engine.answer(gw, message, call, TRANSPORT)
+    return JSONResponse(answer or error_response(message.id, REQUEST_CANCELLED, "Request cancelled"))
+
+
+async def _call(request: Request, caller: Caller, session: Session) -> Call | Response:
+    space = common.workspace(request)
+    if isinstance(space, Response):
+        return space
+    return Call(session, replace(caller.principal, workspace=space, profiles=session.profiles))
+
+
+def _wants_stream(message: Message, session: Session) -> bool:
+    """A tools/call that has something to stream besides its answer: progress, or log messages asked for."""
+    if message.method != "tools/call":
+        return False
+    meta = message.params.get("_meta")
+    return (isinstance(meta, dict) and "progressToken" in meta) or session.log_level is not None
+
+
+async def _answer_stream(gw: Gateway, message: Message, call: Call) -> AsyncIterator[bytes]:
+    queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+
+    async def run() -> None:
+        answer = await engine.answer(gw, message, replace(call, emit=queue.put), TRANSPORT)
+        await queue.put(answer if answer is not None else CLOSE)  # cancelled: the stream ends without one
+
+    # Not a child of this generator: if the client goes away the call still completes (and commits).
+    gw.inflight.spawn(run())
+    while True:
+        try:
+            item = await asyncio.wait_for(queue.get(), gw.settings.sse_keepalive_s)
+        except TimeoutError:
+            yield sse.KEEPALIVE
+            continue
+        if item == CLOSE:
+            return
+        yield sse.event(item)
+        if item.get("id") == message.id and "method" not in item:
+            return
+
+
+async def _initialize(request: Request, gw: Gateway, caller: Caller, message: Message, json_ok: bool) -> Response:
+    try:
+        chosen = profiles.choose(request.query_params.get("profile"), caller.principal.profiles)
+    except profiles.ProfileError as exc:
+        return common.rpc_error(exc.status, INVALID_REQUEST, exc.message, message.id)
+    version = versions.negotiate(message.params.get("protocolVersion"))
+    info = message.params.get("clientInfo")
+    session = await gw.sessions.create(
+        replace(caller.principal, workspace="default"),
+        version,
+        chosen,
+        client=str(info.get("name", "")) if isinstance(info, dict) else "",
+        credential=caller.credential,
+        credential_expires_at=caller.expires_at,
+    )
+    engine.count("initialize", TRANSPORT)
+    log.info("session.created", extra={"protocol_version": version, "transport": TRANSPORT})
+    return _reply(result_response(message.id, initialize_result(version)), json_ok, {"Mcp-Session-Id": session.id})
+
+
+async def _batch(request: Request, gw: Gateway, caller: Caller, items: list[Any], json_ok: bool) -> Response:
+    if not items:
+        return common.rpc_error(400, INVALID_REQUEST, "Invalid Request: empty batch")
+    session = await _session(request, gw, caller)
+    if isinstance(session, Response):
+        return session
+    if session.protocol_version != BATCH_VERSION:
+        return common.rpc_error(
+            400, INVALID_REQUEST, f"JSON-RPC batches are accepted on {BATCH_VERSION} sessions only, not on "
+            f"{session.protocol_version}"
+        )  # fmt: skip
+    call = await _call(request, caller, session)
+    if isinstance(call, Response):
+        return call
+
+    async def one(item: Any) -> dict[str, Any] | None:
+        try:
+            message = classify(item)
+        except RpcError as exc:
+            return exc.response()
+        if message.kind != "request":
+            await engine.notify(gw, message, session, TRANSPORT)
+            return None
+        if message.method == "initialize":
+            return error_response(message.id, INVALID_REQUEST, "initialize cannot be part of a batch")
+        return await engine.answer(gw, message, call, TRANSPORT)
+
+    answers = [a for a in await asyncio.gather(*(one(item) for item in items)) if a is not None]
+    return _reply(answers, json_ok) if answers else Response(status_code=202)
+
+
+async def get(request: Request) -> Response:
+    gw = gateway(request)
+    caller = await _caller(request, gw)
+    if isinstance(caller, Response):
+        return caller
+    if not common.accepts(request)[1]:
+        return common.rpc_error(406, INVALID_REQUEST, "Not Acceptable: GET /mcp needs Accept: text/event-stream")
+    session = await _session(request, gw, caller)
+    if isinstance(session, Response):
+        return session
+    stream_id = secrets.token_urlsafe(12)
+    if not await gw.streams.claim(caller.identity, stream_id):
+        return common.too_many(5, f"at most {gw.settings.max_streams_per_principal} open streams per credential")
+    owner = f"memento:stream-owner:{session.id}"
+    if not await gw.redis.set(owner, stream_id, nx=True, ex=STREAM_LEASE_S):
+        await gw.streams.release(caller.identity, stream_id)
+        return common.rpc_error(409, INVALID_REQUEST, "Conflict: this session already has an open GET stream")
+    stream = _server_stream(gw, session, caller.identity, stream_id, owner)
+    return sse.EventStream(stream, headers={"Mcp-Session-Id": session.id})
+
+
+async def _server_stream(gw: Gateway, session: Session, identity: str, stream_id: str, owner: str):
+    GATEWAY_STREAMS.labels("mcp").inc()
+
+    async def still_open() -> bool:
+        await gw.streams.renew(identity, stream_id)
+        await gw.redis.expire(owner, STREAM_LEASE_S)
+        return await gw.sessions.touch(session.id)  # an open stream keeps its session alive
+
+    try:
+        async with gw.hub.attach(session.id) as queue:
+            async for chunk in sse.relay(queue, gw.settings.sse_keepalive_s, still_open):
+                yield chunk
+    finally:
+        GATEWAY_STREAMS.labels("mcp").dec()
+        with anyio.CancelScope(shield=True):  # the client hung up: our cleanup must still reach Redis
+            await gw.streams.release(identity, stream_id)
+            if await gw.redis.get(owner) == stream_id.encode():
+                await gw.redis.delete(owner)
+
+
+async def delete(request: Request) -> Response:
+    gw = gateway(request)
+    caller = await _caller(request, gw)
+    if isinstance(caller, Response):
+        return caller
+    session = await _session(request, gw, caller)
+    if isinstance(session, Response):
+        return session
+    await gw.sessions.delete(session.id)
+    await gw.hub.close(session.id)  # ends its GET stream on whichever replica holds it
+    log.info("session.ended", extra={"transport": TRANSPORT})
+    return Response(status_code=200)
+
+
+ROUTES = [
+    Route("/mcp", post, methods=["POST"]),
+    Route("/mcp", get, methods=["GET"]),
+    Route("/mcp", delete, methods=["DELETE"]),
+]

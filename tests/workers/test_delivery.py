@@ -1,0 +1,185 @@
+"""Delivery through the outbox, the relay and the shared worker runtime on real Postgres and Valkey: retries with
+backoff, dead letters with their error, `memento-admin dead-letters`, polling without LISTEN, the metrics, and
+graceful shutdown returning in-flight jobs to the queue."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+
+import httpx
+from prometheus_client.parser import text_string_to_metric_families
+
+from memento_devtools.embedded import free_port
+from memento_memory_api.outbox_relay import Relay
+from memento_shared.db.pool import create_pool
+from memento_shared.events import envelope, queue_key
+from memento_shared.telemetry.metrics import REGISTRY
+from memento_shared.worker import create_queue_pool
+from tests.workers.conftest import admin_cli, eventually, hosted_worker, running_relay, store_fragments, truthy
+
+
+def _sample(text: str, name: str, **labels: str) -> float:
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()):
+                return sample.value
+    return 0.0
+
+
+async def test_failing_event_retries_with_backoff_then_dead_letters_and_replays(wenv, tenant):
+    settings = wenv.settings(WORKER_MAX_TRIES="3", WORKER_BACKOFF_BASE_SECONDS="0.2")
+    calls: list[float] = []
+    failing = {"on": True}
+
+    async def flaky(event: dict, rt) -> None:
+        calls.append(time.monotonic())
+        if failing["on"]:
+            raise RuntimeError("scorer exploded")
+
+    port = free_port()
+    async with (
+        hosted_worker("evaluator", {"fragment.stored": flaky}, settings, port=port) as host,
+        running_relay(settings),
+    ):
+        metrics_url = f"http://127.0.0.1:{port}/metrics"
+        async with httpx.AsyncClient() as http:
+            before = (await http.get(metrics_url)).text
+        [frag_id] = await store_fragments(wenv.app, tenant, ["a fact the evaluator cannot score"])
+
+        async def dead_letter():
+            return await wenv.owner.fetchrow(
+                "SELECT id, error, attempts, queue, replayed_at FROM agent_memory.dead_letters WHERE tenant_id = $1",
+                tenant,
+            )
+
+        row = await eventually(dead_letter, 20, "the event to be dead-lettered")
+        assert row["queue"] == "evaluator" and row["attempts"] == 3
+        assert row["error"] == "RuntimeError: scorer exploded"
+        assert len(calls) == 3
+        assert calls[1] - calls[0] >= 0.2 and calls[2] - calls[1] >= 0.4, "backoff doubles from the base"
+
+        async with httpx.AsyncClient() as http:
+            after = (await http.get(metrics_url)).text
+            assert (await http.get(f"http://127.0.0.1:{port}/livez")).status_code == 200
+        name = "memento_event_processing_seconds_count"
+        for status, expected in (("retry", 2), ("dead_letter", 1)):
+            delta = _sample(after, name, event_type="fragment.stored", status=status) - _sample(
+                before, name, event_type="fragment.stored", status=status
+            )
+            assert delta == expected, status
+
+        code, listing = await admin_cli(wenv, "dead-letters", "list", "--queue", "evaluator")
+        assert code == 0 and f"{row['id']:>6}" in listing and "RuntimeError: scorer exploded" in listing
+        code, shown = await admin_cli(wenv, "dead-letters", "show", str(row["id"]))
+        assert code == 0 and json.loads(shown)["payload"] == {"fragment_id": frag_id}
+
+        failing["on"] = False
+        code, replayed = await admin_cli(wenv, "dead-letters", "replay", str(row["id"]))
+        assert code == 0 and f"replayed 1: {row['id']}" in replayed, replayed
+        await eventually(lambda: truthy(len(calls) == 4), 10, "the replayed event to run")
+        assert host.worker.jobs_complete >= 2
+        replayed_row = await dead_letter()
+        assert replayed_row["replayed_at"] is not None
+        code, again = await admin_cli(wenv, "dead-letters", "replay", str(row["id"]))
+        assert code == 1 and "already replayed" in again, "a replayed dead letter is not replayed twice"
+        code, listing = await admin_cli(wenv, "dead-letters", "list", "--queue", "evaluator")
+        assert "0 dead letter(s)" in listing
+
+
+async def test_a_job_whose_tries_all_died_with_their_worker_is_dead_lettered(wenv, tenant):
+    """arq counts a try when a job starts; a worker killed mid-job never reaches the retry logic. Such a job is
+    dead-lettered when it comes back out of tries, instead of vanishing."""
+    settings = wenv.settings(WORKER_MAX_TRIES="2")
+    ran: list[str] = []
+
+    async def handler(event: dict, rt) -> None:
+        ran.append(event["event_id"])
+
+    event_id = "00000000-0000-4000-8000-" + tenant[2:].ljust(12, "0")[:12]
+    job = envelope(event_id, "fragment.stored", tenant, "default", {"fragment_id": "frag-lost"}, None)
+    queue = await create_queue_pool(settings)
+    try:
+        await queue.enqueue_job(
+            "handle_event", job, _job_id=f"{event_id}:evaluator", _queue_name=queue_key("evaluator")
+        )
+        await queue.set(f"arq:retry:{event_id}:evaluator", 2)  # two tries already started and died
+    finally:
+        await queue.aclose()
+    async with hosted_worker("evaluator", {"fragment.stored": handler}, settings):
+        row = await eventually(
+            lambda: wenv.owner.fetchrow(
+                "SELECT error, attempts FROM agent_memory.dead_letters WHERE event_id = $1::uuid", event_id
+            ),
+            10,
+            "the lost job to be dead-lettered",
+        )
+    assert row["error"] == "no try finished: 2 tries were lost with their worker" and row["attempts"] == 2
+    assert ran == []
+
+
+async def test_relay_polls_when_it_cannot_listen(wenv, tenant):
+    settings = wenv.settings(OUTBOX_POLL_INTERVAL_SECONDS="0.2")
+    bad_dsn = settings.database_url.replace("memento_app:", "memento_app:wrong-", 1)
+    async with running_relay(settings, dsn=bad_dsn) as relay:
+        [frag_id] = await store_fragments(wenv.app, tenant, ["relayed by polling"])
+        await eventually(
+            lambda: wenv.owner.fetchval(
+                "SELECT published_at IS NOT NULL FROM agent_memory.outbox WHERE payload->>'fragment_id' = $1", frag_id
+            ),
+            10,
+            "the polling relay to publish the event",
+        )
+        assert relay._listener is None, "LISTEN failed, so only polling can have found the event"
+
+
+async def test_outbox_backlog_gauge_follows_the_unpublished_events(wenv, tenant):
+    settings = wenv.settings()
+    await store_fragments(wenv.app, tenant, [f"backlog {i}" for i in range(3)])
+    pool = await create_pool(settings, "relay-test", max_size=2)
+    queue = await create_queue_pool(settings)
+    try:
+        idle = Relay(pool, queue, settings.database_url, settings=settings)
+        await idle._update_gauges()  # what a relay reports before its first round
+        assert REGISTRY.get_sample_value("memento_outbox_backlog_total", {"event_type": "fragment.stored"}) >= 3
+        async with running_relay(settings):
+
+            async def drained():
+                return REGISTRY.get_sample_value("memento_outbox_backlog_total", {"event_type": "fragment.stored"}) == 0
+
+            await eventually(drained, 10, "the relay to drain the backlog and report it")
+    finally:
+        await queue.aclose()
+        await pool.close()
+
+
+async def test_sigterm_lets_short_jobs_finish_and_returns_long_ones_to_the_queue(wenv, tenant):
+    settings = wenv.settings()
+    started = asyncio.Event()
+    finished_by: dict[str, str] = {}
+
+    def handler_for(worker: str, seconds: float):
+        async def handle(event: dict, rt) -> None:
+            started.set()
+            await asyncio.sleep(seconds)  # a job that takes this long
+            finished_by[event["payload"]["fragment_id"]] = worker
+
+        return handle
+
+    async with running_relay(settings):
+        async with hosted_worker("evaluator", {"fragment.stored": handler_for("first", 0.3)}, settings) as first:
+            [short] = await store_fragments(wenv.app, tenant, ["a short job"])
+            await eventually(lambda: truthy(started.is_set()), 10, "the short job to start")
+            await first.stop(grace=5)
+        assert finished_by == {short: "first"}, "an in-flight job inside the grace period finishes"
+
+        started.clear()
+        async with hosted_worker("evaluator", {"fragment.stored": handler_for("first", 60)}, settings) as first:
+            [long] = await store_fragments(wenv.app, tenant, ["a long job"])
+            await eventually(lambda: truthy(started.is_set()), 10, "the long job to start")
+            await first.stop(grace=0.2)
+        assert long not in finished_by
+        async with hosted_worker("evaluator", {"fragment.stored": handler_for("second", 0)}, settings):
+            await eventually(lambda: truthy(long in finished_by), 10, "another worker to take the returned job")
+        assert finished_by[long] == "second"
