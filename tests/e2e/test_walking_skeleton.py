@@ -129,3 +129,16 @@ def test_health_and_metrics_on_every_service(system):
     ]:
         names = {f.name for f in text_string_to_metric_families(httpx.get(url + "/metrics").text)}
         assert "memento_http_requests" in names, url
+
+
+async def test_memory_consolidate_runs_the_ten_stages_on_the_consolidator(system):
+    from memento_shared.consolidation import STAGES
+
+    async with mcp_client(system) as client:
+        await client.call_tool("remember", {"content": "consolidate me", "topic": "e2e-consolidate", "type": "fact"})
+        result = await client.call_tool("memory_consolidate", {})
+        assert not result.is_error, result.content[0].text
+        body = payload(result)
+        assert list(body["stages"]) == list(STAGES) and all(isinstance(v, int) for v in body["stages"].values())
+        assert body["stages"]["statistics"] >= 1 and body["duration_ms"] >= 0
+        assert result.structured_content["success"] is True

@@ -233,8 +233,9 @@ class MemoryStatsResult(BaseModel):
 
 class MemoryConsolidateResult(BaseModel):
     success: bool
-    stages: dict[str, int]
+    stages: dict[str, int] = Field(description="Per-stage counts, the ten stages in order")
     contradictions: list[dict]
+    stats: dict = Field(default_factory=dict, description="Store figures after the run (stage 10)")
     duration_ms: int
 
 

@@ -9,12 +9,12 @@ from memento_memory_api import render
 from memento_memory_api.context import ToolContext
 from memento_memory_api.repositories import fragments as repo
 from memento_memory_api.tools.registry import handles
+from memento_shared.consolidation import JOB_NAME as CONSOLIDATE_JOB
 from memento_shared.errors import ErrorCode, MementoError, not_found
 from memento_shared.events import queue_key
 from memento_shared.tools.fragments import GraphExploreArgs, NoArgs
 
 CAUSAL = ["caused_by", "resolved_by"]
-CONSOLIDATE_JOB = "consolidate"  # the consolidator's on-demand arq function (shared/memento_shared/consolidation.py)
 
 
 @handles("memory_stats")
@@ -91,6 +91,7 @@ async def memory_consolidate(ctx: ToolContext, args: NoArgs) -> dict[str, Any]:
         "success": True,
         "stages": result["stages"],
         "contradictions": result.get("contradictions", []),
+        "stats": result.get("stats", {}),
         "duration_ms": int(result.get("duration_ms", 0)),
     }
 
