@@ -10,6 +10,7 @@ import uvicorn
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from memento_shared.telemetry.metrics import HTTP_LATENCY, HTTP_REQUESTS
+from memento_shared.telemetry.tracing import traced_asgi
 
 
 class QuietServer(uvicorn.Server):
@@ -21,6 +22,8 @@ class QuietServer(uvicorn.Server):
 
 
 def make_server(app: ASGIApp, host: str, port: int) -> QuietServer:
+    """Every service's HTTP server: server spans that continue the caller's trace, signals left to the service."""
+    app = traced_asgi(app)
     config = uvicorn.Config(
         app, host=host, port=port, log_config=None, access_log=False, lifespan="on", timeout_graceful_shutdown=10
     )

@@ -19,6 +19,7 @@ import psutil
 import pytest
 
 from memento_devtools.embedded import free_port
+from tests.fixtures.otlp import Receiver
 
 ACCESS_KEY = "e2e-access-key-" + "x" * 16
 
@@ -53,9 +54,24 @@ def wait_for(predicate, timeout: float, what: str, interval: float = 0.1):
 
 
 @pytest.fixture(scope="session")
-def system(tmp_path_factory: pytest.TempPathFactory) -> Iterator[System]:
+def otlp() -> Iterator[Receiver]:
+    receiver = Receiver()
+    yield receiver
+    receiver.close()
+
+
+@pytest.fixture(scope="session")
+def system(tmp_path_factory: pytest.TempPathFactory, otlp: Receiver) -> Iterator[System]:
     data_dir = tmp_path_factory.mktemp("e2e") / "memento-data"
-    env = {**os.environ, "MEMENTO_DATA_DIR": str(data_dir), "PORT": str(free_port()), "MEMENTO_ACCESS_KEY": ACCESS_KEY}
+    env = {
+        **os.environ,
+        "MEMENTO_DATA_DIR": str(data_dir),
+        "PORT": str(free_port()),
+        "MEMENTO_ACCESS_KEY": ACCESS_KEY,
+        # every service exports its spans to the loopback receiver, in small batches so tests need not wait
+        "OTEL_EXPORTER_OTLP_ENDPOINT": otlp.endpoint,
+        "OTEL_BSP_SCHEDULE_DELAY": "200",
+    }
     log = (data_dir.parent / "launcher.out").open("wb")
     process = subprocess.Popen(
         [sys.executable, "-m", "memento_devtools.launcher"], env=env, stdout=log, stderr=subprocess.STDOUT

@@ -10,7 +10,14 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
 
+_INSTRUMENTED = False
+# Probes and scrapes would be most of the spans and say nothing about a request.
+EXCLUDED_URLS = "/health,/livez,/metrics"
+
+
 def setup_tracing(service: str, otlp_endpoint: str = "") -> TracerProvider:
+    """One provider per process; the sampler follows OTEL_TRACES_SAMPLER / OTEL_TRACES_SAMPLER_ARG (default:
+    parent-based always-on), so a sampled request stays sampled across every service it reaches."""
     provider = TracerProvider(resource=Resource.create({"service.name": os.environ.get("OTEL_SERVICE_NAME", service)}))
     if otlp_endpoint:
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
@@ -19,7 +26,30 @@ def setup_tracing(service: str, otlp_endpoint: str = "") -> TracerProvider:
             BatchSpanProcessor(OTLPSpanExporter(endpoint=otlp_endpoint.rstrip("/") + "/v1/traces"))
         )
     trace.set_tracer_provider(provider)
+    instrument_clients()
     return provider
+
+
+def instrument_clients() -> None:
+    """Spans for every asyncpg query, Redis command and httpx request (which also carries traceparent along)."""
+    global _INSTRUMENTED
+    if _INSTRUMENTED:
+        return
+    from opentelemetry.instrumentation.asyncpg import AsyncPGInstrumentor
+    from opentelemetry.instrumentation.httpx import HTTPXClientInstrumentor
+    from opentelemetry.instrumentation.redis import RedisInstrumentor
+
+    AsyncPGInstrumentor().instrument()
+    RedisInstrumentor().instrument()
+    HTTPXClientInstrumentor().instrument()
+    _INSTRUMENTED = True
+
+
+def traced_asgi(app):
+    """Server spans for an ASGI app, continuing the caller's trace from its traceparent header."""
+    from opentelemetry.instrumentation.asgi import OpenTelemetryMiddleware
+
+    return OpenTelemetryMiddleware(app, excluded_urls=EXCLUDED_URLS)
 
 
 def tracer(name: str) -> trace.Tracer:
