@@ -142,3 +142,9 @@ async def test_memory_consolidate_runs_the_ten_stages_on_the_consolidator(system
         assert list(body["stages"]) == list(STAGES) and all(isinstance(v, int) for v in body["stages"].values())
         assert body["stages"]["statistics"] >= 1 and body["duration_ms"] >= 0
         assert result.structured_content["success"] is True
+
+
+def test_liveness_needs_no_dependency(system):
+    for url in (system.base_url, system.service_url("memory-api")):
+        response = httpx.get(url + "/livez")
+        assert response.status_code == 200 and response.json()["status"] == "alive"

@@ -25,7 +25,7 @@ from memento_gateway.oauth import routes as oauth_routes
 from memento_gateway.oauth.provider import MementoOAuthProvider
 from memento_gateway.oauth.signing import load_signer
 from memento_gateway.oauth.store import OAuthStore
-from memento_gateway.routes.health import health
+from memento_gateway.routes.health import health, livez
 from memento_gateway.transports import legacy_sse, streamable_http
 from memento_gateway.upstream import Upstream
 from memento_shared.http import RequestMetrics
@@ -79,6 +79,7 @@ def create_app(settings: Settings) -> Starlette:
             *legacy_sse.ROUTES,
             *oauth_routes.routes(oauth, edge),
             Route("/health", health, methods=["GET"]),
+            Route("/livez", livez, methods=["GET"]),
             Route("/metrics", metrics_endpoint, methods=["GET"]),
         ],
         lifespan=lifespan,

@@ -33,3 +33,8 @@ async def health(request: Request) -> Response:
     return JSONResponse(
         {"status": "ok" if ok else "degraded", "service": "gateway", **checks}, status_code=200 if ok else 503
     )
+
+
+async def livez(request: Request) -> Response:
+    """Liveness: the process answers. No dependency is checked, so a Postgres or Redis outage never restarts pods."""
+    return JSONResponse({"status": "alive", "service": "gateway"})

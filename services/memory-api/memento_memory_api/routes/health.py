@@ -34,4 +34,10 @@ async def health(request: Request) -> JSONResponse:
     return JSONResponse(body, status_code=200 if ok else 503)
 
 
+@router.get("/livez")
+async def livez() -> JSONResponse:
+    """Liveness: the process answers. Dependencies are /health's business, so an outage never restarts pods."""
+    return JSONResponse({"status": "alive", "service": "memory-api"})
+
+
 router.add_api_route("/metrics", metrics_endpoint, methods=["GET"], include_in_schema=False)
