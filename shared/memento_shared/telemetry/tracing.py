@@ -9,7 +9,6 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
-
 _INSTRUMENTED = False
 # Probes and scrapes would be most of the spans and say nothing about a request.
 EXCLUDED_URLS = "/health,/livez,/metrics"
