@@ -142,7 +142,6 @@ async def lag(owner_url: str, workspace: str, drain_s: float) -> dict:
 
 
 async def main_async(args: argparse.Namespace) -> dict:
-    os.environ.setdefault("OUTBOX_BATCH_SIZE", "500")
     system = System(args)
     system.start()
     workspace = f"load-{int(time.time())}"

@@ -125,6 +125,8 @@ class Settings(BaseSettings):
     embedding_concurrency: int = Field(4, alias="EMBEDDING_CONCURRENCY")
     embedding_rate_limit: float = Field(0.0, alias="EMBEDDING_RATE_LIMIT")  # requests/s per provider, 0: none
     embedding_timeout_s: float = Field(30.0, alias="EMBEDDING_TIMEOUT_SECONDS")
+    # threads of the offline model; 0: every core but one, which stays free for the services sharing the machine
+    embedding_threads: int = Field(0, alias="EMBEDDING_THREADS")
     # evaluator: Gemini when GEMINI_API_KEY is set, the offline scorer otherwise
     gemini_model: str = Field("gemini-2.5-flash", alias="GEMINI_MODEL")
     gemini_base_url: str = Field("", alias="GEMINI_BASE_URL")

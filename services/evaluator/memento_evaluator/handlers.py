@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 
 from memento_evaluator.scorers import Fragment
-from memento_evaluator.scorers.offline import NOVELTY_SQL
+from memento_evaluator.scorers.offline import NOVELTY_PLAN, NOVELTY_SQL, NOVELTY_WINDOW
 from memento_shared.consolidation import lifecycle
 from memento_shared.db.rls import set_system
 from memento_shared.telemetry.metrics import EVALUATIONS
@@ -36,8 +36,9 @@ async def evaluate_fragment(envelope: dict, rt: Runtime) -> None:
         row = await conn.fetchrow(_LOAD_SQL, fragment_id)
         if row is None or row["judged"]:
             return  # deleted since, or already judged in its current form
+        await conn.execute(NOVELTY_PLAN)
         novelty = 1.0 - await conn.fetchval(
-            NOVELTY_SQL, row["content"], row["tenant_id"], row["workspace"], row["agent_id"], row["id"]
+            NOVELTY_SQL, row["content"], row["tenant_id"], row["workspace"], row["agent_id"], row["id"], NOVELTY_WINDOW
         )
     scorer = rt.state["scorer"]
     try:

@@ -8,26 +8,20 @@ from __future__ import annotations
 from memento_consolidator.pipeline import l1
 from memento_consolidator.pipeline.context import StageContext
 
-SQL = (
-    "DELETE FROM agent_memory.fragments WHERE id IN ("
-    " SELECT id FROM agent_memory.fragments f WHERE tenant_id = $1 AND workspace = $2 AND NOT is_anchor AND ("
-    "  (ttl_tier = 'cold' AND coalesce(accessed_at, created_at) < now() - interval '1 day' * coalesce("
-    "    (SELECT d FROM unnest($3::text[], $4::float8[]) AS t(kind, d) WHERE kind = f.type), $5::float8))"
-    "  OR (ttl_tier <> 'permanent' AND expires_at < now()))"
-    " LIMIT $6 FOR UPDATE SKIP LOCKED) RETURNING id, agent_id, keywords"
+MATCHES = (
+    "NOT is_anchor AND ((ttl_tier = 'cold' AND coalesce(accessed_at, created_at) < now() - interval '1 day'"
+    " * coalesce((SELECT d FROM unnest({0}::text[], {1}::float8[]) AS t(kind, d) WHERE kind = type), {2}::float8))"
+    " OR (ttl_tier <> 'permanent' AND expires_at < now()))"
 )
+DELETE = "DELETE FROM agent_memory.fragments WHERE"
 
 
 async def run(ctx: StageContext) -> int:
     thresholds = {k: float(v) for k, v in ctx.config["staleThresholds"].items()}
     default = thresholds.pop("default", 60.0)
+    params = [list(thresholds), list(thresholds.values()), default]
     total = 0
-    while True:
-        async with ctx.transaction() as conn:
-            rows = await conn.fetch(
-                SQL, ctx.tenant_id, ctx.workspace, list(thresholds), list(thresholds.values()), default, ctx.batch_size
-            )
+    async for rows in ctx.change_matching(MATCHES, params, DELETE, returning="id, agent_id, keywords"):
         await l1.forget(ctx, rows)
         total += len(rows)
-        if len(rows) < ctx.batch_size:
-            return total
+    return total

@@ -4,11 +4,13 @@
 namespace already, so exact copies cannot exist there, but "Deploy on Tuesday." and "deploy on tuesday" can.
 Namespaces are never merged across: that would move knowledge between agents.
 
-For each group, in one transaction: the survivor takes the sum of the access counts, the latest access and the
+For each group the oldest fragment survives. It takes the sum of the access counts, the latest access and the
 highest importance; links to or from the duplicates are re-pointed to it (dropping any that would duplicate an
 existing link or point at itself), as are linked_to entries, superseded_by and version history; then the
 duplicates are deleted. Anchors and permanent fragments are never deleted: they stay as they are, even in a group.
-Groups are found server-side a batch at a time; merged groups stop matching, so the next query finds the next.
+
+One pass over the content_key index finds the duplicated keys; their groups are merged a batch of keys per
+transaction, set-based, so the rows that may point at a duplicate are scanned once per batch, not once per group.
 """
 
 from __future__ import annotations
@@ -16,96 +18,98 @@ from __future__ import annotations
 from memento_consolidator.pipeline import l1
 from memento_consolidator.pipeline.context import StageContext
 
-NORMALISED = "md5(btrim(regexp_replace(lower(content), '[[:space:][:punct:]]+', ' ', 'g')))"
+# content_key (migration 0004) is the normalised content's hash, generated with the row and indexed
+KEYS_SQL = (
+    "SELECT agent_id, content_key FROM agent_memory.fragments WHERE tenant_id = $1 AND workspace = $2"
+    " GROUP BY agent_id, content_key HAVING count(*) > 1"
+)
+MEMBERS_SQL = (
+    "SELECT id, agent_id, content_key, NOT is_anchor AND ttl_tier <> 'permanent' AS deletable"
+    " FROM agent_memory.fragments WHERE tenant_id = $1 AND workspace = $2 AND agent_id = ANY($3)"
+    " AND content_key = ANY($4) ORDER BY agent_id, content_key, created_at, id"
+)
+# the (survivor, duplicate) pairs of a batch, as a relation every statement below joins
+PAIRS = "(SELECT * FROM unnest($1::text[], $2::text[]) AS pairs(survivor, victim))"
 
-DELETABLE = "(NOT is_anchor AND ttl_tier <> 'permanent')"
-# groups with something to delete: a deletable row besides the oldest, which survives whatever it is
-GROUPS_SQL = (
-    "SELECT array_agg(id ORDER BY created_at, id) AS ids FROM agent_memory.fragments"
-    f" WHERE tenant_id = $1 AND workspace = $2 GROUP BY agent_id, {NORMALISED}"
-    f" HAVING count(*) FILTER (WHERE {DELETABLE})"
-    f"  > CASE WHEN (array_agg({DELETABLE} ORDER BY created_at, id))[1] THEN 1 ELSE 0 END"
-    " LIMIT $3"
+# The survivor absorbs its duplicates: counts summed, latest access, highest importance, their links merged.
+ABSORB = (
+    "UPDATE agent_memory.fragments s SET access_count = s.access_count + a.access_count,"
+    " accessed_at = greatest(s.accessed_at, a.accessed_at), importance = greatest(s.importance, a.importance),"
+    " linked_to = ARRAY(SELECT DISTINCT x FROM unnest(s.linked_to || a.linked_to) x"
+    "  WHERE x <> s.id AND x <> ALL($2::text[]))"
+    " FROM (SELECT p.survivor, sum(v.access_count)::int AS access_count, max(v.accessed_at) AS accessed_at,"
+    "  max(v.importance) AS importance,"
+    "  ARRAY(SELECT DISTINCT l FROM agent_memory.fragments w, unnest(w.linked_to) l"
+    f"   WHERE w.id = ANY(array_agg(p.victim))) AS linked_to FROM {PAIRS} p"
+    "  JOIN agent_memory.fragments v ON v.id = p.victim GROUP BY p.survivor) a WHERE s.id = a.survivor"
+)
+REPOINT_LINKS = (
+    "INSERT INTO agent_memory.fragment_links (tenant_id, workspace, agent_id, from_id, to_id, relation_type,"
+    " created_at) SELECT DISTINCT ON (new_from, new_to) tenant_id, workspace, agent_id, new_from, new_to,"
+    " relation_type, created_at FROM (SELECT l.*, coalesce(f.survivor, l.from_id) AS new_from,"
+    f"  coalesce(t.survivor, l.to_id) AS new_to FROM agent_memory.fragment_links l LEFT JOIN {PAIRS} f"
+    f"  ON f.victim = l.from_id LEFT JOIN {PAIRS} t ON t.victim = l.to_id"
+    "  WHERE l.from_id = ANY($2) OR l.to_id = ANY($2)) moved"
+    " WHERE new_from <> new_to ORDER BY new_from, new_to, created_at ON CONFLICT (from_id, to_id) DO NOTHING"
+)
+# one scan of the workspace per batch for the rows that name a duplicate
+REPOINT_REFERENCES = (
+    "UPDATE agent_memory.fragments f SET"
+    " linked_to = ARRAY(SELECT DISTINCT coalesce(p.survivor, x) FROM unnest(f.linked_to) x"
+    f"  LEFT JOIN {PAIRS} p ON p.victim = x WHERE coalesce(p.survivor, x) <> f.id),"
+    f" superseded_by = coalesce((SELECT p.survivor FROM {PAIRS} p WHERE p.victim = f.superseded_by), f.superseded_by)"
+    " WHERE f.tenant_id = $3 AND f.workspace = $4 AND f.id <> ALL($2)"
+    " AND (f.linked_to && $2 OR f.superseded_by = ANY($2))"
+)
+REPOINT_VERSIONS = (
+    f"UPDATE agent_memory.fragment_versions v SET fragment_id = p.survivor FROM {PAIRS} p"
+    " WHERE v.fragment_id = p.victim"
 )
 
 
 async def run(ctx: StageContext) -> int:
     merged = 0
-    skipped: set[str] = set()  # groups whose rows were busy: the next run takes them
-    while True:
-        async with ctx.transaction() as conn:
-            groups = [g["ids"] for g in await conn.fetch(GROUPS_SQL, ctx.tenant_id, ctx.workspace, ctx.batch_size)]
-        groups = [g for g in groups if g[0] not in skipped]
-        if not groups:
-            return merged
-        for ids in groups:
-            done = await _merge(ctx, ids)
-            if done is None:
-                skipped.add(ids[0])
-            merged += done or 0
+    async for keys in ctx.stream(KEYS_SQL, ctx.tenant_id, ctx.workspace):
+        merged += await _merge(ctx, {(k["agent_id"], k["content_key"]) for k in keys})
+    return merged
 
 
-async def _merge(ctx: StageContext, ids: list[str]) -> int | None:
+async def _merge(ctx: StageContext, keys: set[tuple[str, str]]) -> int:
     async with ctx.transaction() as conn:
-        rows = await conn.fetch(
-            "SELECT id, is_anchor, ttl_tier FROM agent_memory.fragments WHERE id = ANY($1)"
-            " ORDER BY created_at, id FOR UPDATE SKIP LOCKED",
-            ids,
+        members = await conn.fetch(
+            MEMBERS_SQL, ctx.tenant_id, ctx.workspace, sorted({a for a, _ in keys}), sorted({k for _, k in keys})
         )
-        if len(rows) != len(ids):
-            return None  # a writer holds one of them right now
-        survivor = rows[0]["id"]
-        victims = [r["id"] for r in rows[1:] if not r["is_anchor"] and r["ttl_tier"] != "permanent"]
-        if not victims:
+    groups: dict[tuple[str, str], list] = {}
+    for row in members:
+        if (row["agent_id"], row["content_key"]) in keys:
+            groups.setdefault((row["agent_id"], row["content_key"]), []).append(row)
+    survivors, victims = [], []
+    for rows in groups.values():  # oldest first: it survives, whatever it is
+        for row in rows[1:]:
+            if row["deletable"]:
+                survivors.append(rows[0]["id"])
+                victims.append(row["id"])
+    if not victims:
+        return 0
+    async with ctx.transaction() as conn:
+        # rows a writer holds right now are left for the next run
+        present = {
+            r["id"]
+            for r in await conn.fetch(
+                "SELECT id FROM agent_memory.fragments WHERE id = ANY($1) FOR UPDATE SKIP LOCKED",
+                sorted({*survivors, *victims}),
+            )
+        }
+        pairs = [(s, v) for s, v in zip(survivors, victims, strict=True) if s in present and v in present]
+        if not pairs:
             return 0
-        await conn.execute(
-            "UPDATE agent_memory.fragments s SET access_count = s.access_count + v.access_count,"
-            " accessed_at = greatest(s.accessed_at, v.accessed_at), importance = greatest(s.importance, v.importance),"
-            " linked_to = ARRAY(SELECT DISTINCT x FROM (SELECT unnest(s.linked_to) UNION ALL"
-            "   SELECT unnest(f.linked_to) FROM agent_memory.fragments f WHERE f.id = ANY($2)) u(x)"
-            "   WHERE x <> s.id AND x <> ALL($2::text[]))"
-            " FROM (SELECT sum(access_count)::int AS access_count, max(accessed_at) AS accessed_at,"
-            "   max(importance) AS importance FROM agent_memory.fragments WHERE id = ANY($2)) v WHERE s.id = $1",
-            survivor,
-            victims,
-        )
-        await _repoint_links(conn, survivor, victims)
-        await conn.execute(
-            "UPDATE agent_memory.fragments SET linked_to = ARRAY(SELECT DISTINCT CASE WHEN x = ANY($2) THEN $1 ELSE x"
-            " END FROM unnest(linked_to) x WHERE NOT (x = ANY($2) AND id = $1)) WHERE tenant_id = $3"
-            " AND workspace = $4 AND linked_to && $2 AND id <> ALL($2)",
-            survivor,
-            victims,
-            ctx.tenant_id,
-            ctx.workspace,
-        )
-        await conn.execute(
-            "UPDATE agent_memory.fragments SET superseded_by = $1 WHERE superseded_by = ANY($2) AND id <> $1"
-            " AND tenant_id = $3 AND workspace = $4",
-            survivor,
-            victims,
-            ctx.tenant_id,
-            ctx.workspace,
-        )
-        await conn.execute(
-            "UPDATE agent_memory.fragment_versions SET fragment_id = $1 WHERE fragment_id = ANY($2)", survivor, victims
-        )
+        survivors, victims = [p[0] for p in pairs], [p[1] for p in pairs]
+        await conn.execute(ABSORB, survivors, victims)
+        await conn.execute(REPOINT_LINKS, survivors, victims)
+        await conn.execute(REPOINT_REFERENCES, survivors, victims, ctx.tenant_id, ctx.workspace)
+        await conn.execute(REPOINT_VERSIONS, survivors, victims)
         deleted = await conn.fetch(
             "DELETE FROM agent_memory.fragments WHERE id = ANY($1) RETURNING id, agent_id, keywords", victims
         )
     await l1.forget(ctx, deleted)
     return len(deleted)
-
-
-async def _repoint_links(conn, survivor: str, victims: list[str]) -> None:
-    """Copy every link touching a duplicate onto the survivor; the duplicates' own rows go with them (cascade)."""
-    await conn.execute(
-        "INSERT INTO agent_memory.fragment_links (tenant_id, workspace, agent_id, from_id, to_id, relation_type,"
-        " created_at) SELECT DISTINCT ON (new_from, new_to) tenant_id, workspace, agent_id, new_from, new_to,"
-        " relation_type, created_at FROM (SELECT l.*, CASE WHEN l.from_id = ANY($2) THEN $1 ELSE l.from_id END"
-        " AS new_from, CASE WHEN l.to_id = ANY($2) THEN $1 ELSE l.to_id END AS new_to"
-        " FROM agent_memory.fragment_links l WHERE l.from_id = ANY($2) OR l.to_id = ANY($2)) moved"
-        " WHERE new_from <> new_to ORDER BY new_from, new_to, created_at ON CONFLICT (from_id, to_id) DO NOTHING",
-        survivor,
-        victims,
-    )

@@ -19,13 +19,13 @@ from memento_shared.events import envelope, job_id, queue_key
 BATCH = 64
 NAMESPACE = uuid.UUID("6f1d2c4e-98a5-4b7e-9d1b-0e6f3c2a7b10")
 
+# one anti-join over the scope per profile that takes writes (a hash join, not a probe per fragment)
 MISSING_SQL = (
-    "SELECT f.id, f.content_hash FROM agent_memory.fragments f WHERE f.tenant_id = $1 AND f.workspace = $2"
-    " AND f.id > $3 AND f.created_at < now() - $4::float8 * interval '1 second' AND EXISTS ("
-    "  SELECT 1 FROM agent_memory.embedding_profiles p WHERE p.status IN ('active', 'building') AND NOT EXISTS ("
-    "   SELECT 1 FROM agent_memory.fragment_embeddings e WHERE e.fragment_id = f.id AND e.profile_id = p.id"
-    "   AND e.content_hash = f.content_hash))"
-    " ORDER BY f.id LIMIT $5"
+    "SELECT DISTINCT ON (f.id) f.id, f.content_hash FROM agent_memory.fragments f"
+    " CROSS JOIN (SELECT id FROM agent_memory.embedding_profiles WHERE status IN ('active', 'building')) p"
+    " LEFT JOIN agent_memory.fragment_embeddings e ON e.fragment_id = f.id AND e.profile_id = p.id"
+    " WHERE f.tenant_id = $1 AND f.workspace = $2 AND f.created_at < now() - $3::float8 * interval '1 second'"
+    " AND e.content_hash IS DISTINCT FROM f.content_hash ORDER BY f.id LIMIT $4"
 )
 
 
@@ -34,15 +34,11 @@ async def run(ctx: StageContext) -> int:
         return 0
     limit = int(ctx.config["backfillLimit"])
     grace = float(ctx.config["backfillGraceSeconds"])
-    sent, cursor = 0, ""
-    while sent < limit:
-        async with ctx.transaction() as conn:
-            rows = await conn.fetch(MISSING_SQL, ctx.tenant_id, ctx.workspace, cursor, grace, min(BATCH, limit - sent))
-        if not rows:
-            break
-        await _enqueue(ctx, rows)
+    sent = 0
+    async for rows in ctx.stream(MISSING_SQL, ctx.tenant_id, ctx.workspace, grace, limit):
+        for start in range(0, len(rows), BATCH):
+            await _enqueue(ctx, rows[start : start + BATCH])
         sent += len(rows)
-        cursor = rows[-1]["id"]
     return sent
 
 

@@ -9,24 +9,15 @@ from __future__ import annotations
 
 from memento_consolidator.pipeline.context import StageContext
 
-SQL = (
-    "UPDATE agent_memory.fragments SET importance = greatest($5::real, importance * $3), decayed_at = now()"
-    " WHERE id IN (SELECT id FROM agent_memory.fragments WHERE tenant_id = $1 AND workspace = $2"
-    " AND NOT is_anchor AND ttl_tier <> 'permanent' AND importance > $5 AND access_count <= $6"
-    " AND utility_score < $7 AND coalesce(decayed_at, created_at) < now() - $4::float8 * interval '1 day'"
-    " LIMIT $8 FOR UPDATE SKIP LOCKED)"
+MATCHES = (
+    "NOT is_anchor AND ttl_tier <> 'permanent' AND importance > {1}::real AND access_count <= {2}::int"
+    " AND utility_score < {3}::real AND coalesce(decayed_at, created_at) < now() - {0}::float8 * interval '1 day'"
 )
 
 
 async def run(ctx: StageContext) -> int:
     decay = ctx.config["decay"]
-    return await ctx.repeat(
-        SQL,
-        ctx.tenant_id,
-        ctx.workspace,
-        float(decay["rate"]),
-        float(decay["intervalDays"]),
-        float(decay["minImportance"]),
-        int(decay["maxAccessCount"]),
-        float(decay["maxUtility"]),
-    )
+    floor = float(decay["minImportance"])
+    params = [float(decay["intervalDays"]), floor, int(decay["maxAccessCount"]), float(decay["maxUtility"])]
+    set_clause = "importance = greatest({0}::real, importance * {1}::real), decayed_at = now()"
+    return await ctx.update_matching(MATCHES, params, set_clause, [floor, float(decay["rate"])])

@@ -15,8 +15,8 @@ async def run(ctx: StageContext) -> int:
             ctx.workspace,
         )
         embedded = await conn.fetchval(
-            "SELECT count(*) FROM agent_memory.fragment_embeddings e JOIN agent_memory.embedding_profiles p"
-            " ON p.id = e.profile_id AND p.is_active WHERE e.tenant_id = $1 AND e.workspace = $2",
+            "SELECT count(*) FROM agent_memory.fragment_embeddings WHERE profile_id = (SELECT id FROM"
+            " agent_memory.embedding_profiles WHERE is_active) AND tenant_id = $1 AND workspace = $2",
             ctx.tenant_id,
             ctx.workspace,
         )

@@ -13,7 +13,7 @@ def build_provider(provider: str, model: str, dimension: int, base_url: str | No
     if provider == "offline":
         from memento_embedder.providers.offline import OfflineProvider
 
-        built = OfflineProvider()
+        built = OfflineProvider(settings.embedding_threads)
         if (model, dimension) != (built.model, built.dimension):
             raise ProviderError(f"the offline model is {built.model}/{built.dimension}", error_type="config")
         return built

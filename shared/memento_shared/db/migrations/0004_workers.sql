@@ -85,16 +85,30 @@ ALTER TABLE agent_memory.fragments
         CONSTRAINT fragments_quality_score_check CHECK (quality_score >= 0 AND quality_score <= 1),
     ADD COLUMN IF NOT EXISTS decayed_at timestamptz;
 
--- utility = quality x (1/2 + 1/2 x importance x recency x usage'), rounded so recomputing soon after changes
--- nothing. recency halves every half_life days since last use; usage' = 1/2 + 1/2 x min(1, ln(1+n)/ln(11)).
--- An unevaluated fragment counts as quality 1 (seed 000 keeps utility 1.0 until it is judged).
+-- utility = quality x (1/2 + 1/2 x importance x recency x usage'), rounded to 3 decimals. recency halves every
+-- half_life days since last use, counted in whole weeks, so a fragment's score moves once a week at most and a
+-- daily consolidation rewrites about a seventh of the store rather than all of it; usage' = 1/2 + 1/2 x
+-- min(1, ln(1+n)/ln(11)). An unevaluated fragment counts as quality 1 (seed 000 keeps utility 1.0 until judged).
 CREATE OR REPLACE FUNCTION agent_memory.utility_score(
     quality real, importance real, access_count integer, last_used timestamptz, half_life_days double precision
 ) RETURNS real LANGUAGE sql STABLE PARALLEL SAFE AS $$
     SELECT round((coalesce(quality, 1.0) * (0.5 + 0.5 * importance
-        * exp(-ln(2) * greatest(0, extract(epoch FROM now() - last_used)) / 86400.0 / greatest(half_life_days, 0.001))
+        * exp(-ln(2) * 7 * floor(greatest(0, extract(epoch FROM now() - last_used)) / 604800.0)
+              / greatest(half_life_days, 0.001))
         * (0.5 + 0.5 * least(1.0, ln(1 + greatest(access_count, 0)) / ln(11.0)))))::numeric, 3)::real
 $$;
+
+-- Consolidation's dedup key (stage 5): the content with case, whitespace and punctuation normalised, kept with the
+-- row so finding duplicates is an index scan rather than a regular expression over every row of the workspace.
+ALTER TABLE agent_memory.fragments ADD COLUMN IF NOT EXISTS content_key text
+    GENERATED ALWAYS AS (md5(btrim(regexp_replace(lower(content), '[[:space:][:punct:]]+', ' ', 'g')))) STORED;
+CREATE INDEX IF NOT EXISTS fragments_content_key_idx
+    ON agent_memory.fragments (tenant_id, workspace, agent_id, content_key);
+
+-- Workers and recall rewrite fragments often (access counts, utility, tiers); room on each page lets the rows
+-- that change no indexed column be updated in place (HOT) instead of touching all of the table's indexes.
+-- Applies to pages written from now on.
+ALTER TABLE agent_memory.fragments SET (fillfactor = 85);
 
 -- Dead letters can be replayed more than once (a replay that fails again comes back here).
 ALTER TABLE agent_memory.dead_letters ADD COLUMN IF NOT EXISTS replay_count integer NOT NULL DEFAULT 0;
