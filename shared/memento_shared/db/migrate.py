@@ -79,6 +79,28 @@ async def ensure_service_role(conn: asyncpg.Connection, role: str, password: str
     await conn.execute(f'GRANT SELECT ON public.memento_schema_migrations TO "{role}"')
 
 
+# Row-level security only lets an index evaluate a query's condition ahead of the policy when the operator's
+# function is LEAKPROOF (it can reveal nothing about rows through errors or side effects). None of the operators
+# that recall's GIN indexes serve are marked so, which turns keyword (L2), full-text and trigram search into
+# sequential scans under RLS. These functions raise no data-dependent errors, so we vouch for them.
+LEAKPROOF_FUNCTIONS = (
+    "pg_catalog.arrayoverlap(anyarray, anyarray)",  # keywords && ARRAY[...]      (L2, GIN)
+    "pg_catalog.ts_match_vq(tsvector, tsquery)",  # tsv @@ query                (full text, GIN)
+    "public.word_similarity_op(text, text)",  # query <% content            (pg_trgm, GIN)
+    "public.similarity_op(text, text)",  # query % content              (pg_trgm, GIN)
+)
+
+
+async def ensure_leakproof_operators(conn: asyncpg.Connection) -> bool:
+    """Mark the index operators LEAKPROOF (needs a superuser). Re-applied on every run: a flag on a built-in does
+    not survive pg_upgrade or a restore. Returns False (and recall still works, with scans) without the right."""
+    if not await conn.fetchval("SELECT rolsuper FROM pg_roles WHERE rolname = current_user"):
+        return False
+    for function in LEAKPROOF_FUNCTIONS:
+        await conn.execute(f"ALTER FUNCTION {function} LEAKPROOF")
+    return True
+
+
 def _literal(value: str) -> str:
     return "'" + value.replace("'", "''") + "'"
 
@@ -87,6 +109,12 @@ async def migrate(settings: Settings) -> list[str]:
     conn = await asyncpg.connect(settings.migration_database_url)
     try:
         applied = await apply_migrations(conn)
+        if not await ensure_leakproof_operators(conn):
+            print(
+                "memento-migrate: warning: not a superuser, so keyword and full-text search cannot use their indexes"
+                " under row-level security (see docs/operations.md)",
+                file=sys.stderr,
+            )
         service = urlsplit(settings.database_url)
         if settings.migration_database_url != settings.database_url and service.username:
             await ensure_service_role(conn, unquote(service.username), unquote(service.password or "") or None)

@@ -1,0 +1,35 @@
+"""Under row-level security, recall's keyword, full-text and trigram conditions must still reach their GIN
+indexes (memento-migrate marks the operators LEAKPROOF; without that every one of them is a sequential scan)."""
+
+from __future__ import annotations
+
+import pytest
+
+from memento_shared.db.migrate import LEAKPROOF_FUNCTIONS
+from memento_shared.db.rls import set_principal
+
+QUERIES = {
+    "fragments_keywords_idx": ("SELECT id FROM agent_memory.fragments WHERE keywords && $1::text[]", (["redis"],)),
+    "fragments_tsv_idx": (
+        "SELECT f.id FROM agent_memory.fragments f, to_tsquery('simple', $1) q WHERE f.tsv @@ q",
+        ("redis | cache",),
+    ),
+    "fragments_content_trgm_idx": ("SELECT id FROM agent_memory.fragments WHERE $1 <% content", ("ERR_CONN",)),
+}
+
+
+async def test_migrate_marked_the_operators_leakproof(owner_pool):
+    for function in LEAKPROOF_FUNCTIONS:
+        assert await owner_pool.fetchval("SELECT proleakproof FROM pg_proc WHERE oid = $1::regprocedure", function)
+
+
+@pytest.mark.parametrize("index", list(QUERIES))
+async def test_gin_indexes_serve_queries_under_rls(app_pool, tenant, index):
+    sql, args = QUERIES[index]
+    async with app_pool.acquire() as conn, conn.transaction():
+        await set_principal(conn, tenant_id=tenant, workspace="default", agent_id="default")
+        # leave the planner only one non-disabled path: a bitmap scan of the GIN index, if RLS allows it
+        await conn.execute("SET LOCAL enable_seqscan = off")
+        await conn.execute("SET LOCAL enable_indexscan = off")
+        plan = "\n".join(r[0] for r in await conn.fetch("EXPLAIN " + sql, *args))
+    assert f"Bitmap Index Scan on {index}" in plan, plan
