@@ -37,7 +37,7 @@ GAUGE_FUNCTIONS = {"deriv", "delta", "idelta", "predict_linear"}
 BUILTIN_SERIES = {"up", "scrape_duration_seconds"}
 # Capitalised words in backticks that are no variable (a PostgreSQL role attribute, Redis commands, a word of
 # .env.example), and memento_* names that are no metric (the services' PostgreSQL role).
-NOT_VARIABLES = {"BYPASSRLS", "REQUIRED", "ZCARD", "LLEN"}
+NOT_VARIABLES = {"BYPASSRLS", "LEAKPROOF", "REQUIRED", "ZCARD", "LLEN"}
 NOT_METRICS = {"memento_app"}
 
 
