@@ -139,7 +139,18 @@ async def _switch(settings: Settings, owner, loopback, port: int, tenant: str) -
             extra_id = extra["result"]["id"]
             await eventually(lambda: _count_is(owner, new_id, len(NOTES) + 1), 30, "the note written mid-switch")
 
-        # memory-api reads the active profile when it starts (see the report on cut-over); a new one sees the switch
+            # the running memory-api follows the cut-over (NOTIFY from the embedder): no restart needed
+            await eventually(lambda: _api_profile_is(api, new_id), 30, "memory-api to follow the cut-over")
+            live = [f for f in await recall() if f["similarity"] is not None]
+            texts = dict(
+                await owner.fetch("SELECT id, content FROM agent_memory.fragments WHERE tenant_id = $1", tenant)
+            )
+            assert live
+            for fragment in live:
+                expected = float(np.dot(hashed_vector(QUERY, 64), hashed_vector(texts[fragment["id"]], 64)))
+                assert abs(fragment["similarity"] - expected) < 1e-3, "the live memory-api searches the new vectors"
+
+        # and a memory-api started after the switch begins on the new profile
         loopback.requests.clear()
         async with memory_api_on(settings) as api:
             assert api.app.state.profile.id == new_id
@@ -174,3 +185,7 @@ async def _count_is(owner, profile_id: str, n: int) -> bool:
 
 async def _status_is(owner, profile_id: str, status: str) -> bool:
     return (await _profile(owner, profile_id))["status"] == status
+
+
+async def _api_profile_is(api, profile_id: str) -> bool:
+    return api.app.state.profile.id == profile_id

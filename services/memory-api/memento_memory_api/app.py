@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator
 
+import asyncpg
 import httpx
 from fastapi import FastAPI
 
@@ -19,6 +21,7 @@ from memento_memory_api.routes import health, keys
 from memento_memory_api.routes import tools as tool_routes
 from memento_memory_api.uow import UnitOfWorkFactory
 from memento_shared.db.pool import assert_not_privileged, create_pool
+from memento_shared.events import PROFILE_CHANNEL
 from memento_shared.http import RequestMetrics
 from memento_shared.settings import Settings
 from memento_shared.worker import create_queue_pool
@@ -31,6 +34,50 @@ async def load_active_profile(pool) -> Profile:
     if row is None:
         raise RuntimeError("no active embedding profile; run memento-migrate")
     return Profile(row["id"], row["dimension"])
+
+
+class ProfileWatch:
+    """Follows the active embedding profile: the embedder NOTIFYs on cut-over, and a periodic re-read covers a
+    missed notification. Recall then searches, and embeds queries for, the new profile."""
+
+    def __init__(self, state, dsn: str, interval: float = 30.0) -> None:
+        self.state = state
+        self.dsn = dsn
+        self.interval = interval
+        self.changed = asyncio.Event()
+        self._task: asyncio.Task | None = None
+        self._listener: asyncpg.Connection | None = None
+
+    async def start(self) -> None:
+        try:
+            self._listener = await asyncpg.connect(self.dsn, server_settings={"application_name": "memento.profiles"})
+            await self._listener.add_listener(PROFILE_CHANNEL, lambda *_: self.changed.set())
+        except (OSError, asyncpg.PostgresError) as exc:
+            log.warning("profiles.listen_failed", extra={"error_type": type(exc).__name__})
+        self._task = asyncio.create_task(self._run())
+
+    async def _run(self) -> None:
+        while True:
+            try:
+                await asyncio.wait_for(self.changed.wait(), self.interval)
+            except TimeoutError:
+                pass
+            self.changed.clear()
+            try:
+                profile = await load_active_profile(self.state.pool)
+            except Exception as exc:  # keep searching the profile we have
+                log.warning("profiles.reload_failed", extra={"error_type": type(exc).__name__})
+                continue
+            if profile != self.state.profile:
+                log.info("profiles.cut_over", extra={"profile": profile.id})
+                self.state.profile = profile
+
+    async def stop(self) -> None:
+        if self._task:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+        if self._listener is not None and not self._listener.is_closed():
+            await self._listener.close()
 
 
 def create_app(settings: Settings) -> FastAPI:
@@ -48,11 +95,13 @@ def create_app(settings: Settings) -> FastAPI:
         state.http = httpx.AsyncClient(limits=httpx.Limits(max_connections=100))
         state.embedder = EmbeddingClient(settings.embedder_url, state.http)
         state.profile = await load_active_profile(state.pool)
+        state.profile_watch = ProfileWatch(state, settings.database_url)
+        await state.profile_watch.start()
         state.uow = UnitOfWorkFactory(state.pool)
         state.background = set()
         state.access = AccessRecorder(state.pool)
         state.access.start()
-        state.relay = Relay(state.pool, state.queue, settings.database_url)
+        state.relay = Relay(state.pool, state.queue, settings.database_url, settings=settings)
         state.relay.start()
         state.l1_keeper = L1Keeper(state.l1_redis, state.pool)
         await state.l1_keeper.start()
@@ -61,6 +110,7 @@ def create_app(settings: Settings) -> FastAPI:
             yield
         finally:
             await state.relay.stop()
+            await state.profile_watch.stop()
             await state.l1_keeper.stop()
             await state.access.stop()
             for task in list(state.background):

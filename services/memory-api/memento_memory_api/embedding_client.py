@@ -23,26 +23,31 @@ class EmbeddingClient:
     def __init__(self, base_url: str, client: httpx.AsyncClient, cache_size: int = 2048) -> None:
         self.base_url = base_url.rstrip("/")
         self.client = client
-        self.cache: OrderedDict[str, np.ndarray] = OrderedDict()
+        self.cache: OrderedDict[tuple[str, str], np.ndarray] = OrderedDict()
         self.cache_size = cache_size
 
-    async def embed_query(self, text: str) -> np.ndarray:
-        cached = self.cache.get(text)
+    async def embed_query(self, text: str, profile: str) -> np.ndarray:
+        """A query vector in `profile`'s space (cached per profile: vectors of two profiles never mix)."""
+        key = (profile, text)
+        cached = self.cache.get(key)
         if cached is not None:
-            self.cache.move_to_end(text)
+            self.cache.move_to_end(key)
             return cached
         try:
             response = await self.client.post(
                 f"{self.base_url}/v1/embeddings",
-                json={"input": [text], "input_type": "query"},
+                json={"input": [text], "input_type": "query", "profile": profile},
                 headers=inject_headers(),
                 timeout=10.0,
             )
             response.raise_for_status()
-            vector = np.asarray(response.json()["data"][0]["embedding"], dtype=np.float32)
+            body = response.json()
+            if body.get("profile", profile) != profile:
+                raise ValueError(f"embedder answered for profile {body.get('profile')!r}")
+            vector = np.asarray(body["data"][0]["embedding"], dtype=np.float32)
         except (httpx.HTTPError, KeyError, ValueError) as exc:
             raise EmbeddingUnavailable(type(exc).__name__) from exc
-        self.cache[text] = vector
+        self.cache[key] = vector
         if len(self.cache) > self.cache_size:
             self.cache.popitem(last=False)
         return vector

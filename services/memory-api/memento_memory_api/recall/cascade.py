@@ -34,7 +34,7 @@ async def recall(ctx: ToolContext, args: RecallArgs) -> dict[str, Any]:
     query_vector = None
     if args.text:
         try:
-            query_vector = await ctx.embedder.embed_query(args.text)
+            query_vector = await ctx.embedder.embed_query(args.text, ctx.profile.id)
         except EmbeddingUnavailable as exc:
             log.warning("recall.embedding_unavailable", extra={"error_type": str(exc)})
 

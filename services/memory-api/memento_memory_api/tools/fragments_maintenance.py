@@ -86,6 +86,10 @@ async def memory_consolidate(ctx: ToolContext, args: NoArgs) -> dict[str, Any]:
             ErrorCode.RESOURCE_BUSY, "consolidation is still running; its counts will be in memory_stats later"
         ) from None
     except Exception as exc:
+        if "is running" in str(exc) or type(exc).__name__ == "ConsolidationBusy":
+            raise MementoError(
+                ErrorCode.RESOURCE_BUSY, "a consolidation of this workspace is already running; retry later"
+            ) from None
         raise MementoError(ErrorCode.STORAGE_ERROR, f"consolidation failed ({type(exc).__name__})") from None
     return {
         "success": True,
