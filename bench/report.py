@@ -80,6 +80,12 @@ def print_table(results: dict) -> None:
         )
     if results.get("memory_mb"):
         print("memory (RSS MB): " + ", ".join(f"{k} {v}" for k, v in results["memory_mb"].items()))
+    if results.get("embedding_lag"):
+        lag = results["embedding_lag"]
+        print(
+            f"embedding lag (commit → vector written), {lag['embedded']} remembered fragments: p50 {lag['p50_ms']} ms,"
+            f" p95 {lag['p95_ms']} ms, max {lag['max_ms']} ms"
+        )
 
 
 def markdown(results: dict) -> str:
@@ -98,6 +104,13 @@ def markdown(results: dict) -> str:
             f"| {r['op']} | {r['path']} | {r['concurrency']} | {r['p50_ms']} | {r['p95_ms']} | {r['p99_ms']} "
             f"| {r['throughput_per_s']} | {target} | {r['seed']} |"
         )
+    if results.get("embedding_lag"):
+        lag = results["embedding_lag"]
+        lines += [
+            "",
+            f"Embedding lag (commit → vector written) over the {lag['embedded']} fragments `remember` stored "
+            f"in this run: p50 {lag['p50_ms']} ms, p95 {lag['p95_ms']} ms, max {lag['max_ms']} ms.",
+        ]
     if results.get("memory_mb"):
         lines += ["", "Memory (RSS, MB): " + ", ".join(f"{k} {v}" for k, v in results["memory_mb"].items()) + "."]
     return "\n".join(lines)

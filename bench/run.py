@@ -200,6 +200,42 @@ async def query_embedding_time(system: System, count: int) -> list[float]:
     return latencies
 
 
+async def embedding_lag(system: System, timeout: float = 600) -> dict:
+    """Commit → vector written, for every fragment `remember` stored during the run: both timestamps come from
+    Postgres's clock (fragments.created_at, fragment_embeddings.created_at), so no clock skew enters."""
+    import asyncpg
+
+    conn = await asyncpg.connect(system.owner_url())
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            missing = await conn.fetchval(
+                "SELECT count(*) FROM agent_memory.fragments f WHERE f.workspace = $1 AND f.content LIKE 'bench note %'"
+                " AND NOT EXISTS (SELECT 1 FROM agent_memory.fragment_embeddings e WHERE e.fragment_id = f.id)",
+                WORKSPACE,
+            )
+            if missing == 0 or time.monotonic() > deadline:
+                break
+            await asyncio.sleep(0.5)
+        row = await conn.fetchrow(
+            "SELECT count(*) AS n, percentile_cont(0.5) WITHIN GROUP (ORDER BY lag) AS p50,"
+            " percentile_cont(0.95) WITHIN GROUP (ORDER BY lag) AS p95, max(lag) AS max FROM ("
+            "  SELECT extract(epoch FROM e.created_at - f.created_at) * 1000 AS lag FROM agent_memory.fragments f"
+            "  JOIN agent_memory.fragment_embeddings e ON e.fragment_id = f.id"
+            "  WHERE f.workspace = $1 AND f.content LIKE 'bench note %') s",
+            WORKSPACE,
+        )
+        return {
+            "embedded": row["n"],
+            "not_embedded_after_wait": missing,
+            "p50_ms": round(row["p50"] or 0, 1),
+            "p95_ms": round(row["p95"] or 0, 1),
+            "max_ms": round(row["max"] or 0, 1),
+        }
+    finally:
+        await conn.close()
+
+
 async def wait_for_l1(system: System) -> None:
     from redis.asyncio import from_url
 
@@ -256,6 +292,8 @@ async def main_async(args: argparse.Namespace) -> dict:
                         flush=True,
                     )
         results["memory_mb"] = system.memory()
+        if not args.url:
+            results["embedding_lag"] = await embedding_lag(system)
         return results
     finally:
         system.stop()
