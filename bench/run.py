@@ -31,6 +31,7 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from bench.corpus import TOPICS, keyword_pool, queries
 from bench.load import load
 from bench.report import percentiles, print_table, write_results
+from memento_devtools.embedded import spawn
 from memento_shared.principal import HEADER, SCOPES, Principal, encode_principal
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -53,18 +54,19 @@ class System:
             return
         data_dir = Path(self.args.data_dir or tempfile.mkdtemp(prefix="memento-bench-"))
         env = {**os.environ, "MEMENTO_DATA_DIR": str(data_dir), "PORT": str(self.args.port)}
-        self.log = (data_dir.parent / f"{data_dir.name}.launcher.log").open("wb")
-        self.process = subprocess.Popen(
+        self.log = data_dir.parent / f"{data_dir.name}.launcher.log"
+        # dies with the bench (SIGINT: the launcher's own clean shutdown), so an interrupted run leaves no system
+        self.process = spawn(
             [sys.executable, "-m", "memento_devtools.launcher"],
+            log_path=self.log,
             env=env,
-            stdout=self.log,
-            stderr=subprocess.STDOUT,
+            death_signal=signal.SIGINT,
             cwd=ROOT,
         )
         deadline = time.monotonic() + 300
         while not (data_dir / "run.json").exists():
             if self.process.poll() is not None or time.monotonic() > deadline:
-                raise SystemExit(f"bench: the system did not start; see {self.log.name}")
+                raise SystemExit(f"bench: the system did not start; see {self.log}")
             time.sleep(0.2)
         self.info = json.loads((data_dir / "run.json").read_text())
         self.secrets = json.loads((data_dir / "secrets.json").read_text())
