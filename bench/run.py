@@ -222,7 +222,8 @@ async def embedding_lag(system: System, timeout: float = 600) -> dict:
         row = await conn.fetchrow(
             "SELECT count(*) AS n, percentile_cont(0.5) WITHIN GROUP (ORDER BY lag) AS p50,"
             " percentile_cont(0.95) WITHIN GROUP (ORDER BY lag) AS p95, max(lag) AS max FROM ("
-            "  SELECT extract(epoch FROM e.created_at - f.created_at) * 1000 AS lag FROM agent_memory.fragments f"
+            "  SELECT extract(epoch FROM e.created_at - f.created_at)::float8 * 1000 AS lag"
+            "  FROM agent_memory.fragments f"
             "  JOIN agent_memory.fragment_embeddings e ON e.fragment_id = f.id"
             "  WHERE f.workspace = $1 AND f.content LIKE 'bench note %') s",
             WORKSPACE,

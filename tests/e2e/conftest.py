@@ -18,7 +18,7 @@ import httpx
 import psutil
 import pytest
 
-from memento_devtools.embedded import free_port
+from memento_devtools.embedded import free_port, spawn
 from tests.fixtures.otlp import Receiver
 
 ACCESS_KEY = "e2e-access-key-" + "x" * 16
@@ -72,9 +72,12 @@ def system(tmp_path_factory: pytest.TempPathFactory, otlp: Receiver) -> Iterator
         "OTEL_EXPORTER_OTLP_ENDPOINT": otlp.endpoint,
         "OTEL_BSP_SCHEDULE_DELAY": "200",
     }
-    log = (data_dir.parent / "launcher.out").open("wb")
-    process = subprocess.Popen(
-        [sys.executable, "-m", "memento_devtools.launcher"], env=env, stdout=log, stderr=subprocess.STDOUT
+    # spawn: the launcher dies with this test process (SIGINT, its clean shutdown) even if pytest is killed
+    process = spawn(
+        [sys.executable, "-m", "memento_devtools.launcher"],
+        log_path=data_dir.parent / "launcher.out",
+        env=env,
+        death_signal=signal.SIGINT,
     )
     run_file = data_dir / "run.json"
 
@@ -96,8 +99,6 @@ def system(tmp_path_factory: pytest.TempPathFactory, otlp: Receiver) -> Iterator
         except subprocess.TimeoutExpired:
             process.kill()
             raise
-        finally:
-            log.close()
         assert code == 0, (data_dir.parent / "launcher.out").read_text()[-3000:]
         alive = [c for c in children if c.is_running() and c.status() != psutil.STATUS_ZOMBIE]
         assert not alive, f"orphans left after Ctrl-C: {[c.cmdline()[:3] for c in alive]}"
@@ -120,10 +121,7 @@ def another_gateway(system: System, **env: str) -> Iterator[str]:
         **env,
     }
     out = system.data_dir.parent / f"gateway-{port}.out"
-    log = out.open("wb")
-    process = subprocess.Popen(
-        [sys.executable, "-m", "memento_gateway"], env=values, stdout=log, stderr=subprocess.STDOUT
-    )
+    process = spawn([sys.executable, "-m", "memento_gateway"], log_path=out, env=values)
     url = f"http://127.0.0.1:{port}"
 
     def healthy() -> bool:
@@ -139,4 +137,3 @@ def another_gateway(system: System, **env: str) -> Iterator[str]:
     finally:
         process.terminate()
         process.wait(30)
-        log.close()
