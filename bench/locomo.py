@@ -30,7 +30,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from pgvector.asyncpg import register_vector
 
-from bench.report import RESULTS, ROOT
+from bench.report import RESULTS, ROOT, replace_readme_block
 from bench.run import System
 from memento_shared.text.keywords import extract_keywords
 
@@ -255,12 +255,7 @@ def main() -> None:
     table = markdown(results["summary"], command.strip(), name)
     print("\n" + table)
     if not args.no_readme:
-        readme = ROOT / "README.md"
-        text = readme.read_text()
-        start, end = "<!-- bench:locomo:start -->", "<!-- bench:locomo:end -->"
-        if start in text:
-            head, rest = text.split(start, 1)
-            readme.write_text(head + start + "\n" + table + "\n" + end + rest.split(end, 1)[1])
+        replace_readme_block("locomo", table)
 
 
 if __name__ == "__main__":

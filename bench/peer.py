@@ -24,7 +24,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
 from bench.corpus import fragments, keyword_pool
-from bench.report import RESULTS, ROOT, percentiles
+from bench.report import RESULTS, ROOT, percentiles, replace_readme_block
 from bench.run import System
 
 PEER = "@modelcontextprotocol/server-memory@2026.8.31"
@@ -138,12 +138,7 @@ def main() -> None:
     table = markdown(results)
     print(table)
     if not args.no_readme:
-        readme = ROOT / "README.md"
-        text = readme.read_text()
-        start, end = "<!-- bench:peer:start -->", "<!-- bench:peer:end -->"
-        if start in text:
-            head, rest = text.split(start, 1)
-            readme.write_text(head + start + "\n" + table + "\n" + end + rest.split(end, 1)[1])
+        replace_readme_block("peer", table)
 
 
 if __name__ == "__main__":

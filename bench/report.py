@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import re
 import time
 from pathlib import Path
 
@@ -116,6 +115,18 @@ def markdown(results: dict) -> str:
     return "\n".join(lines)
 
 
+def replace_readme_block(name: str, markdown_text: str) -> bool:
+    """Put `markdown_text` between the README's `<!-- bench:NAME:start/end -->` markers; False if they are absent."""
+    readme = ROOT / "README.md"
+    start, end = f"<!-- bench:{name}:start -->", f"<!-- bench:{name}:end -->"
+    text = readme.read_text()
+    if start not in text or end not in text:
+        return False
+    head, rest = text.split(start, 1)
+    readme.write_text(head + start + "\n" + markdown_text + "\n" + end + rest.split(end, 1)[1])
+    return True
+
+
 def write_results(results: dict, update_readme: bool) -> Path:
     RESULTS.mkdir(parents=True, exist_ok=True)
     name = f"latency-{results['n']}-{time.strftime('%Y%m%d-%H%M%S')}.json"
@@ -123,10 +134,5 @@ def write_results(results: dict, update_readme: bool) -> Path:
     path = RESULTS / name
     path.write_text(json.dumps(results, indent=2) + "\n")
     if update_readme:
-        readme = ROOT / "README.md"
-        text = readme.read_text()
-        block = f"<!-- bench:latency:start -->\n{markdown(results)}\n<!-- bench:latency:end -->"
-        text, count = re.subn(r"<!-- bench:latency:start -->.*?<!-- bench:latency:end -->", block, text, flags=re.S)
-        if count:
-            readme.write_text(text)
+        replace_readme_block("latency", markdown(results))
     return path
