@@ -80,6 +80,34 @@ class ProfileWatch:
             await self._listener.close()
 
 
+SHUTDOWN_STEP_SECONDS = 10.0
+
+
+async def _bounded(step: str, awaitable) -> None:
+    """One shutdown step, never longer than SHUTDOWN_STEP_SECONDS: a stuck step must not keep the process (or a
+    pod being replaced) alive. Which step overran is logged so it can be found."""
+    try:
+        await asyncio.wait_for(awaitable, SHUTDOWN_STEP_SECONDS)
+    except TimeoutError:
+        log.warning("shutdown.step_timed_out", extra={"step": step})
+    except Exception as exc:
+        log.warning("shutdown.step_failed", extra={"step": step, "error_type": type(exc).__name__})
+
+
+async def shutdown(state) -> None:
+    await _bounded("relay", state.relay.stop())
+    await _bounded("profile_watch", state.profile_watch.stop())
+    await _bounded("l1_keeper", state.l1_keeper.stop())
+    await _bounded("access_flush", state.access.stop())
+    await _bounded("http", state.http.aclose())
+    await _bounded("queue", state.queue.aclose())
+    try:
+        await asyncio.wait_for(state.pool.close(), SHUTDOWN_STEP_SECONDS)
+    except TimeoutError:
+        log.warning("shutdown.step_timed_out", extra={"step": "pool"})
+        state.pool.terminate()  # a connection was never given back: close them all without waiting
+
+
 def create_app(settings: Settings) -> FastAPI:
     if not settings.internal_secret:
         raise RuntimeError("MEMENTO_INTERNAL_SECRET is not set: memory-api cannot verify the gateway's principal")
@@ -98,7 +126,6 @@ def create_app(settings: Settings) -> FastAPI:
         state.profile_watch = ProfileWatch(state, settings.database_url)
         await state.profile_watch.start()
         state.uow = UnitOfWorkFactory(state.pool)
-        state.background = set()
         state.access = AccessRecorder(state.pool)
         state.access.start()
         state.relay = Relay(state.pool, state.queue, settings.database_url, settings=settings)
@@ -109,15 +136,7 @@ def create_app(settings: Settings) -> FastAPI:
         try:
             yield
         finally:
-            await state.relay.stop()
-            await state.profile_watch.stop()
-            await state.l1_keeper.stop()
-            await state.access.stop()
-            for task in list(state.background):
-                await task
-            await state.http.aclose()
-            await state.queue.aclose()
-            await state.pool.close()
+            await shutdown(state)
 
     app = FastAPI(title="memento memory-api", lifespan=lifespan, docs_url=None, redoc_url=None)
     app.include_router(tool_routes.router)

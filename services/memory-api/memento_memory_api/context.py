@@ -28,7 +28,6 @@ class ToolContext:
     embedder: EmbeddingClient
     profile: Profile
     settings: Settings
-    background: Any  # set of asyncio tasks kept alive until done
     queue: Any = None  # arq pool: on-demand jobs (memory_consolidate)
     access: Any = None  # AccessRecorder: access counts, flushed off the request path
 

@@ -76,7 +76,6 @@ async def call_tool(name: str, request: Request) -> JSONResponse:
                 embedder=state.embedder,
                 profile=state.profile,
                 settings=state.settings,
-                background=state.background,
                 queue=state.queue,
                 access=state.access,
             )
