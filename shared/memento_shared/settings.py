@@ -197,10 +197,6 @@ class Settings(BaseSettings):
                     config[key] = value
         return config
 
-    @property
-    def allowed_origin_list(self) -> list[str]:
-        return [o.strip() for o in self.allowed_origins.split(",") if o.strip()]
-
 
 def redact_dsn(url: str) -> str:
     """A DSN fit for a log line: the password replaced."""

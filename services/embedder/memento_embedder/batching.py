@@ -47,7 +47,6 @@ class Batcher:
         self._pending: list[tuple[str, Any, asyncio.Future]] = []
         self._pump_task: asyncio.Task | None = None
         self._in_flight: set[asyncio.Task] = set()
-        self.calls = 0  # texts sent to the provider; tests use it to prove idempotency
 
     async def _call(self, texts: list[str], input_type: InputType) -> np.ndarray:
         if self._is_async:
@@ -68,7 +67,6 @@ class Batcher:
             raise
         EMBEDDER_LATENCY.labels(self.provider.name, self.provider.model).observe(time.perf_counter() - started)
         EMBEDDED_TEXTS.labels(self.provider.name, input_type).inc(len(texts))
-        self.calls += len(texts)
         return vectors
 
     async def embed(self, texts: list[str], input_type: InputType) -> np.ndarray:

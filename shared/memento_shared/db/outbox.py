@@ -35,14 +35,6 @@ async def mark_published(conn: asyncpg.Connection, ids: list) -> None:
     )
 
 
-async def mark_failed(conn: asyncpg.Connection, ids: list, error: str) -> None:
-    await conn.execute(
-        "UPDATE agent_memory.outbox SET attempts = attempts + 1, last_error = $2 WHERE id = ANY($1::uuid[])",
-        ids,
-        error[:500],
-    )
-
-
 async def backlog(conn: asyncpg.Connection) -> dict[str, int]:
     rows = await conn.fetch(
         "SELECT event_type, count(*) AS n FROM agent_memory.outbox WHERE published_at IS NULL GROUP BY event_type"

@@ -85,10 +85,8 @@ class RecallResult(BaseModel):
     tokenBudget: int
 
 
-ShortText = Annotated[str, StringConstraints(min_length=1, max_length=1000, pattern=r"\S")]
 ListItem = Annotated[str, StringConstraints(min_length=1, max_length=2000, pattern=r"\S")]
 SessionId = Annotated[str, StringConstraints(min_length=1, max_length=128)]
-AnyRelation = Literal["related", "caused_by", "resolved_by", "part_of", "contradicts", "superseded_by"]
 
 
 class ForgetArgs(Args):
