@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import pytest
@@ -98,8 +99,17 @@ def test_health_reports_active_sessions(system):
 
 async def test_a_per_tenant_api_key_made_with_memento_admin(system):
     made = subprocess.run(
-        [sys.executable, "-m", "memento_memory_api.cli", "keys", "create", "--tenant", "e2e-tenant", "--scope", "read"],
-        env={**os.environ, "DATABASE_URL": system.info["database_url"]},
+        # as a user beside `make run` would: the installed command, told only where the data dir is
+        [
+            str(Path(sys.executable).with_name("memento-admin")),
+            "keys",
+            "create",
+            "--tenant",
+            "e2e-tenant",
+            "--scope",
+            "read",
+        ],
+        env={**os.environ, "MEMENTO_DATA_DIR": str(system.data_dir)},
         capture_output=True,
         text=True,
         check=True,
