@@ -8,7 +8,9 @@ each service builds its settings in its composition root.
 from __future__ import annotations
 
 import json
+import os
 from functools import cached_property
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlsplit
 
@@ -205,3 +207,19 @@ def redact_dsn(url: str) -> str:
         netloc = parts.netloc.replace(":" + parts.password + "@", ":***@")
         return parts._replace(netloc=netloc).geturl()
     return url
+
+
+_DATABASE_VARS = ("DATABASE_URL", "POSTGRES_HOST", "DB_HOST")
+
+
+def cli_settings() -> Settings:
+    """The environment's settings; with no database configured, those of the system `make run` is running
+    (its run.json in MEMENTO_DATA_DIR, default ./.memento), so operator commands (`memento-admin`,
+    `memento-embedder profiles`) work beside it."""
+    if any(os.environ.get(name) for name in _DATABASE_VARS):
+        return Settings()
+    run_file = Path(os.environ.get("MEMENTO_DATA_DIR", ".memento")) / "run.json"
+    if not run_file.exists():
+        return Settings()
+    info = json.loads(run_file.read_text())
+    return Settings(DATABASE_URL=info["database_url"], REDIS_URL=info["redis_url"])

@@ -14,7 +14,7 @@ import sys
 from memento_embedder import profiles
 from memento_shared.db.pool import create_pool
 from memento_shared.db.rls import set_system
-from memento_shared.settings import Settings
+from memento_shared.settings import cli_settings
 
 
 def out(line: object = "") -> None:
@@ -35,7 +35,7 @@ def main(argv: list[str]) -> int:
 
 
 async def _run(args: argparse.Namespace) -> int:
-    pool = await create_pool(Settings(), "admin", max_size=1)
+    pool = await create_pool(cli_settings(), "admin", max_size=1)
     try:
         async with pool.acquire() as conn, conn.transaction():
             await set_system(conn)

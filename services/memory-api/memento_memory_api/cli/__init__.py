@@ -5,26 +5,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import json
-import os
 import pkgutil
-from pathlib import Path
-
-from memento_shared.settings import Settings
-
-_DATABASE_VARS = ("DATABASE_URL", "POSTGRES_HOST", "DB_HOST")
-
-
-def admin_settings() -> Settings:
-    """The environment's settings; with no database configured, those of the system `make run` is running
-    (its run.json in MEMENTO_DATA_DIR, default ./.memento), so `.venv/bin/memento-admin ...` works beside it."""
-    if any(os.environ.get(name) for name in _DATABASE_VARS):
-        return Settings()
-    run_file = Path(os.environ.get("MEMENTO_DATA_DIR", ".memento")) / "run.json"
-    if not run_file.exists():
-        return Settings()
-    info = json.loads(run_file.read_text())
-    return Settings(DATABASE_URL=info["database_url"], REDIS_URL=info["redis_url"])
 
 
 def build_parser() -> argparse.ArgumentParser:

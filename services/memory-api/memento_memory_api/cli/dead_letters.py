@@ -12,11 +12,11 @@ import asyncio
 import json
 import sys
 
-from memento_memory_api.cli import admin_settings
 from memento_shared.db import dead_letters
 from memento_shared.db.pool import create_pool
 from memento_shared.db.rls import set_system
 from memento_shared.events import queue_key
+from memento_shared.settings import cli_settings
 from memento_shared.worker import create_queue_pool
 
 
@@ -49,7 +49,7 @@ def _run(coro) -> int:
 
 
 async def _list(args: argparse.Namespace) -> int:
-    pool = await create_pool(admin_settings(), "admin", max_size=1)
+    pool = await create_pool(cli_settings(), "admin", max_size=1)
     try:
         async with pool.acquire() as conn, conn.transaction():
             await set_system(conn)
@@ -69,7 +69,7 @@ async def _list(args: argparse.Namespace) -> int:
 
 
 async def _show(args: argparse.Namespace) -> int:
-    pool = await create_pool(admin_settings(), "admin", max_size=1)
+    pool = await create_pool(cli_settings(), "admin", max_size=1)
     try:
         async with pool.acquire() as conn, conn.transaction():
             await set_system(conn)
@@ -84,7 +84,7 @@ async def _show(args: argparse.Namespace) -> int:
 
 
 async def _replay(args: argparse.Namespace) -> int:
-    settings = admin_settings()
+    settings = cli_settings()
     pool = await create_pool(settings, "admin", max_size=1)
     queue = await create_queue_pool(settings)
     replayed, missing = [], []

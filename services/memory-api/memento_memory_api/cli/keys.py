@@ -14,11 +14,11 @@ import re
 import sys
 from datetime import UTC, datetime, timedelta
 
-from memento_memory_api.cli import admin_settings
 from memento_memory_api.repositories import api_keys
 from memento_shared.db.pool import create_pool
 from memento_shared.db.rls import set_system
 from memento_shared.principal import SCOPES
+from memento_shared.settings import cli_settings
 from memento_shared.tools.registry import PROFILES
 
 NAME = re.compile(r"^[A-Za-z0-9_.*-]{1,64}$")
@@ -57,7 +57,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 async def _system(work):
-    pool = await create_pool(admin_settings(), "admin", max_size=1)
+    pool = await create_pool(cli_settings(), "admin", max_size=1)
     try:
         async with pool.acquire() as conn, conn.transaction():
             await set_system(conn)
