@@ -121,14 +121,29 @@ def _load_libc() -> ctypes.CDLL | None:
     return _libc
 
 
-def _die_with_parent(death_signal: int) -> Callable[[], None] | None:
-    """A preexec_fn that makes the kernel send `death_signal` to the child when its parent goes away."""
+def _lower_priority(niceness: int) -> None:
+    """Nice the process and, with autogroup scheduling (Linux desktops and many VMs), its session's group too:
+    there the kernel shares the CPU between sessions first, and a child in its own session would otherwise
+    compete as an equal whatever its nice value."""
+    os.nice(niceness)
+    try:
+        with open("/proc/self/autogroup", "w") as group:
+            group.write(str(niceness))
+    except OSError:
+        pass  # no autogroup here: the plain nice value is what counts
+
+
+def _die_with_parent(death_signal: int, niceness: int = 0) -> Callable[[], None] | None:
+    """A preexec_fn that makes the kernel send `death_signal` to the child when its parent goes away (and lowers
+    the child's CPU priority by `niceness`)."""
     libc = _load_libc()
     if libc is None:  # not Linux: no PR_SET_PDEATHSIG; callers still stop children in try/finally
-        return None
+        return (lambda: _lower_priority(niceness)) if niceness else None
     parent = os.getpid()
 
     def preexec() -> None:
+        if niceness:
+            _lower_priority(niceness)
         # subprocess runs preexec_fn after switching user, which matters: changing credentials clears
         # the parent-death signal.
         libc.prctl(_PR_SET_PDEATHSIG, death_signal, 0, 0, 0)
@@ -147,6 +162,7 @@ def spawn(
     user: int | None = None,
     group: int | None = None,
     cwd: Path | None = None,
+    niceness: int = 0,
 ) -> subprocess.Popen[bytes]:
     """Start a child that dies with its caller and does not see the terminal's Ctrl-C.
 
@@ -167,7 +183,7 @@ def spawn(
             group=group,
             extra_groups=[] if user is not None else None,
             start_new_session=True,
-            preexec_fn=_die_with_parent(death_signal),
+            preexec_fn=_die_with_parent(death_signal, niceness),
         )
 
 

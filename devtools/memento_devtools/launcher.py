@@ -58,6 +58,9 @@ class Service:
     name: str
     argv: tuple[str, ...]  # run as [sys.executable, *argv]
     port_env: str  # the variable that tells the service its port
+    # Background workers yield the CPU to the request path (gateway, memory-api, Postgres, Valkey): on a laptop
+    # or a 2-core runner, a burst of embeddings must not slow down the writes that caused it.
+    niceness: int = 0
 
 
 # Start order: each phase starts at once and must be healthy before the next one starts. memory-api and
@@ -65,11 +68,11 @@ class Service:
 SERVICE_PHASES: list[list[Service]] = [
     [
         Service("memory-api", ("-m", "memento_memory_api"), "MEMORY_API_PORT"),
-        Service("embedder", ("-m", "memento_embedder"), "EMBEDDER_PORT"),
+        Service("embedder", ("-m", "memento_embedder"), "EMBEDDER_PORT", niceness=10),
     ],
     [
-        Service("evaluator", ("-m", "memento_evaluator"), "EVALUATOR_PORT"),
-        Service("consolidator", ("-m", "memento_consolidator"), "CONSOLIDATOR_PORT"),
+        Service("evaluator", ("-m", "memento_evaluator"), "EVALUATOR_PORT", niceness=10),
+        Service("consolidator", ("-m", "memento_consolidator"), "CONSOLIDATOR_PORT", niceness=10),
     ],
     [Service("gateway", ("-m", "memento_gateway"), "PORT")],
 ]
@@ -399,11 +402,13 @@ class Launcher:
             raise LaunchError(str(exc)) from None
         return {"REDIS_URL": self.valkey.url}
 
-    def _spawn(self, name: str, argv: tuple[str, ...], env: Mapping[str, str]) -> subprocess.Popen[bytes]:
+    def _spawn(
+        self, name: str, argv: tuple[str, ...], env: Mapping[str, str], niceness: int = 0
+    ) -> subprocess.Popen[bytes]:
         log_path = self.logs / f"{name}.log"
         self.log_offsets[name] = log_path.stat().st_size if log_path.exists() else 0
         with self.signals.deferred():
-            self.children[name] = spawn([sys.executable, *argv], log_path=log_path, env=env)
+            self.children[name] = spawn([sys.executable, *argv], log_path=log_path, env=env, niceness=niceness)
         return self.children[name]
 
     def _migrate(self, env: Mapping[str, str]) -> None:
@@ -429,7 +434,7 @@ class Launcher:
                 for svc in phase:
                     # Only the gateway is public; the internal services stay on loopback whatever the bind host.
                     host = bind_host if svc.name == "gateway" else LOOPBACK
-                    self._spawn(svc.name, svc.argv, env | {"MEMENTO_BIND_HOST": host})
+                    self._spawn(svc.name, svc.argv, env | {"MEMENTO_BIND_HOST": host}, svc.niceness)
                 self._wait_healthy([svc.name for svc in phase], client, deadline, bind_host)
 
     def _health_url(self, name: str, bind_host: str) -> str:

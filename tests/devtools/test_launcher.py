@@ -28,6 +28,7 @@ from memento_devtools.embedded import (
     EmbeddedPostgres,
     ValkeyReplyError,
     free_port,
+    spawn,
     start_postgres,
     start_valkey,
 )
@@ -333,3 +334,20 @@ def test_launcher_lifecycle_with_stand_in_services(tmp_path: Path) -> None:
     finally:
         launcher.kill()
         launcher.communicate(timeout=10)
+
+
+def test_spawn_lowers_a_background_childs_priority_for_its_whole_session(tmp_path: Path) -> None:
+    """make run starts the workers niced, so they yield the CPU to the request path. Each child leads its own
+    session, and with autogroup scheduling the kernel shares the CPU between sessions first: the session's group
+    must be niced too, or the child's own nice value would change nothing."""
+    probe = (
+        "import os, pathlib; p = pathlib.Path('/proc/self/autogroup');"
+        " print(os.nice(0), p.read_text().strip() if p.exists() else '')"
+    )
+    log = tmp_path / "child.log"
+    child = spawn([sys.executable, "-c", probe], log_path=log, niceness=7)
+    assert child.wait(30) == 0
+    nice, _, group = log.read_text().strip().partition(" ")
+    assert int(nice) == os.nice(0) + 7
+    if group:  # autogroup scheduling enabled on this kernel
+        assert group.endswith("nice 7"), group

@@ -12,6 +12,8 @@ from memento_embedder.batching import Batcher
 from memento_embedder.handlers import embed_fragment
 from memento_memory_api.outbox_relay import relay_once
 from memento_memory_api.uow import Scope, UnitOfWorkFactory
+from memento_shared.db.pool import create_pool
+from memento_shared.db.rls import begin_sql, transaction_as
 from memento_shared.events import job_id, queue_key
 from memento_shared.worker import Runtime, create_queue_pool
 
@@ -97,3 +99,31 @@ async def test_relaying_the_same_event_twice_embeds_once(app_pool, owner_pool, s
         assert stored == 1
     finally:
         await queue.aclose()
+
+
+async def test_one_round_trip_begin_quotes_principal_values_and_leaves_nothing_behind(settings, tenant):
+    """The unit of work opens its transaction and sets the principal in one simple-protocol query, and its pool
+    skips asyncpg's reset query on release: values must arrive verbatim (never as SQL) and never outlive the
+    transaction on a pooled connection."""
+    pool = await create_pool(settings, "tests-one-trip", max_size=1, transaction_state_only=True)
+    hostile = tenant + "'); SELECT set_config('memento.access', 'admin', false); --\\'"
+    try:
+        async with pool.acquire() as conn, transaction_as(conn, tenant_id=hostile, workspace="w", agent_id="a"):
+            seen = await conn.fetchrow(
+                "SELECT current_setting('memento.tenant_id') AS tenant, current_setting('memento.access') AS access"
+            )
+        assert seen["tenant"] == hostile
+        assert seen["access"] == "agent"
+        async with pool.acquire() as conn:  # the same (only) connection, released without a reset query
+            left = await conn.fetchval("SELECT coalesce(current_setting('memento.tenant_id', true), '')")
+            assert left == "", "a principal must not outlive its transaction on a pooled connection"
+            assert not conn.is_in_transaction()
+        with pytest.raises(RuntimeError):
+            async with pool.acquire() as conn, transaction_as(conn, tenant_id=tenant, workspace="w", agent_id="a"):
+                raise RuntimeError("a failing tool")
+        async with pool.acquire() as conn:
+            assert not conn.is_in_transaction(), "a failed unit of work must be rolled back before reuse"
+        with pytest.raises(ValueError):
+            begin_sql(tenant_id="nul\x00byte", workspace="w", agent_id="a")
+    finally:
+        await pool.close()

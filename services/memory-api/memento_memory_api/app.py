@@ -116,7 +116,7 @@ def create_app(settings: Settings) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         state = app.state
         state.settings = settings
-        state.pool = await create_pool(settings, "memory-api")
+        state.pool = await create_pool(settings, "memory-api", transaction_state_only=True)
         await assert_not_privileged(state.pool)
         state.queue = await create_queue_pool(settings)
         state.l1_redis = state.queue if settings.redis_enabled else None

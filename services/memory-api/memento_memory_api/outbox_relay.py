@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 
 import asyncpg
 from arq.connections import ArqRedis
@@ -22,7 +23,8 @@ from redis.exceptions import ResponseError
 
 from memento_shared.db import dead_letters
 from memento_shared.db.outbox import CHANNEL, backlog, claim_batch, mark_published
-from memento_shared.db.rls import set_system
+from memento_shared.db.rls import set_system, system_transaction
+from memento_shared.enqueue import JobSpec, add_jobs
 from memento_shared.events import CONSUMERS, envelope, job_id, queue_key
 from memento_shared.settings import Settings
 from memento_shared.telemetry.metrics import DEAD_LETTERS_OPEN, OUTBOX_BACKLOG, OUTBOX_RELAYED
@@ -32,6 +34,7 @@ log = logging.getLogger(__name__)
 tracer = trace.get_tracer("memento.relay")
 WAITAOF_TIMEOUT_MS = 5000
 FENCE_KEY = "memento:relay:fence"
+GAUGE_INTERVAL_S = 5.0  # backlog and dead-letter gauges: two queries, not worth running after every event
 
 
 class NotDurable(Exception):
@@ -39,39 +42,51 @@ class NotDurable(Exception):
 
 
 async def wait_durable(queue: ArqRedis) -> bool:
-    """True once every write made before this call is fsynced to Redis's AOF; False if the server cannot tell.
+    """True once every write made before this call is fsynced to Redis's AOF; False if the server cannot tell."""
+    return await enqueue_durably(queue, [], durable=True)
 
-    WAITAOF waits for the calling connection's own last write, and the enqueues ran on other pooled connections,
-    so a fence write goes first on the same connection: offsets only grow, so it covers everything before it.
+
+async def enqueue_durably(queue: ArqRedis, jobs: list[JobSpec], *, durable: bool) -> bool:
+    """Enqueue the jobs and, with `durable`, wait for Redis's AOF fsync — all in one round trip.
+
+    WAITAOF waits for the calling connection's own last write; the pipeline runs on one connection, and a fence
+    write goes last so that even a batch whose jobs all existed already has a write to wait for. Returns False
+    when the server cannot tell (no WAITAOF before Redis 7.2, or appendonly off).
     """
-    try:
-        async with queue.pipeline(transaction=False) as pipe:
+    async with queue.pipeline(transaction=False) as pipe:
+        add_jobs(pipe, queue, jobs)
+        if durable:
             pipe.incr(FENCE_KEY)
             pipe.execute_command("WAITAOF", 1, 0, WAITAOF_TIMEOUT_MS)
-            _, (local, _replicas) = await pipe.execute()
-    except ResponseError as exc:  # unknown command, or appendonly disabled: nothing to wait for
-        log.warning("relay.durability_unavailable", extra={"error": str(exc)[:200]})
+        results = await pipe.execute(raise_on_error=False)
+    for result in results[: len(jobs)]:
+        if isinstance(result, Exception):
+            raise result
+    if not durable:
         return False
-    if int(local) < 1:
+    waited = results[-1]
+    if isinstance(waited, ResponseError):  # unknown command, or appendonly disabled: nothing to wait for
+        log.warning("relay.durability_unavailable", extra={"error": str(waited)[:200]})
+        return False
+    if isinstance(waited, Exception):
+        raise waited
+    if int(waited[0]) < 1:
         raise NotDurable("WAITAOF timed out")
     return True
 
 
 async def relay_once(pool: asyncpg.Pool, queue: ArqRedis, batch_size: int = 100, *, durable: bool = False) -> int:
     """Relay up to `batch_size` events. With `durable`, returns only after Redis has them on disk."""
-    async with pool.acquire() as conn, conn.transaction():
-        await set_system(conn)
+    async with pool.acquire() as conn, system_transaction(conn):
         rows = await claim_batch(conn, batch_size)
-        for row in rows:
-            await _enqueue(queue, row)
         if rows:
-            if durable:
-                await wait_durable(queue)
+            await enqueue_durably(queue, [job for row in rows for job in _jobs(row)], durable=durable)
             await mark_published(conn, [r["id"] for r in rows])
         return len(rows)
 
 
-async def _enqueue(queue: ArqRedis, row: asyncpg.Record) -> None:
+def _jobs(row: asyncpg.Record) -> list[JobSpec]:
+    """One job per consuming queue, its trace context a child of the writer's (a PRODUCER span per event)."""
     token = otel_context.attach(extract_context(row["traceparent"]))
     try:
         with tracer.start_as_current_span(
@@ -85,14 +100,13 @@ async def _enqueue(queue: ArqRedis, row: asyncpg.Record) -> None:
                 row["payload"],
                 current_traceparent(),
             )
-            for consumer in CONSUMERS.get(row["event_type"], ()):
-                # None means the job id already exists: a second relay of the same event is a no-op.
-                await queue.enqueue_job(
-                    "handle_event", job, _job_id=job_id(job["event_id"], consumer), _queue_name=queue_key(consumer)
-                )
     finally:
         otel_context.detach(token)
     OUTBOX_RELAYED.labels(row["event_type"]).inc()
+    return [
+        JobSpec("handle_event", (job,), job_id(job["event_id"], consumer), queue_key(consumer))
+        for consumer in CONSUMERS.get(row["event_type"], ())
+    ]
 
 
 class Relay:
@@ -138,7 +152,7 @@ class Relay:
     async def _run(self) -> None:
         self.running = True
         failures = 0
-        rounds = 0
+        next_gauges = 0.0
         if self.durable:
             self.durable = await self._durability_available()
         try:
@@ -154,11 +168,11 @@ class Relay:
                     log.warning("relay.failed", extra={"error_type": type(exc).__name__, "failures": failures})
                     await asyncio.sleep(0.1 * 2**failures)  # reconnect backoff
                     continue
-                rounds += 1
-                if rounds % 20 == 0 or moved == 0:
+                if time.monotonic() >= next_gauges:
                     await self._update_gauges()
-                if moved:
-                    continue
+                    next_gauges = time.monotonic() + GAUGE_INTERVAL_S
+                if moved == self.batch_size:
+                    continue  # a full batch: there may be more right now. Otherwise a NOTIFY wakes us.
                 try:
                     await asyncio.wait_for(self.wake.wait(), self.poll_interval)
                 except TimeoutError:

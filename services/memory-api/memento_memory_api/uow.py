@@ -8,7 +8,7 @@ from typing import Any
 import asyncpg
 
 from memento_shared.db.outbox import insert_events
-from memento_shared.db.rls import Access, set_principal
+from memento_shared.db.rls import Access, begin_sql, rollback
 from memento_shared.events import Event
 from memento_shared.telemetry.tracing import current_traceparent
 
@@ -50,18 +50,17 @@ class _Transaction:
 
     async def __aenter__(self) -> UnitOfWork:
         self._conn = await self.pool.acquire()
-        self._tx = self._conn.transaction()
-        await self._tx.start()
         try:
-            await set_principal(
-                self._conn,
-                tenant_id=self.scope.tenant_id,
-                workspace=self.scope.workspace,
-                agent_id=self.scope.agent_id,
-                access=self.scope.access,
+            # BEGIN and the principal in one round trip (see rls.transaction_as)
+            await self._conn.execute(
+                begin_sql(
+                    tenant_id=self.scope.tenant_id,
+                    workspace=self.scope.workspace,
+                    agent_id=self.scope.agent_id,
+                    access=self.scope.access,
+                )
             )
         except BaseException:
-            await self._tx.rollback()
             await self.pool.release(self._conn)
             raise
         self.uow = UnitOfWork(self._conn, self.scope)
@@ -71,9 +70,12 @@ class _Transaction:
         try:
             if exc_type is None:
                 await insert_events(self._conn, self.uow.events, current_traceparent())
-                await self._tx.commit()
+                await self._conn.execute("COMMIT")
             else:
-                await self._tx.rollback()
+                await rollback(self._conn)
+        except BaseException:
+            await rollback(self._conn)
+            raise
         finally:
             await self.pool.release(self._conn)
         if exc_type is None:

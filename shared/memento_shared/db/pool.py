@@ -15,9 +15,21 @@ async def _init_connection(conn: asyncpg.Connection) -> None:
     await conn.set_type_codec("jsonb", encoder=json.dumps, decoder=json.loads, schema="pg_catalog")
 
 
+async def _keep_session(conn: asyncpg.Connection) -> None:
+    """Release without asyncpg's reset query (RESET ALL, UNLISTEN *, ...): one round trip saved per call."""
+
+
 async def create_pool(
-    settings: Settings, service: str, *, min_size: int = 1, max_size: int | None = None
+    settings: Settings,
+    service: str,
+    *,
+    min_size: int = 1,
+    max_size: int | None = None,
+    transaction_state_only: bool = False,
 ) -> asyncpg.Pool:
+    """A pool of service-role connections. `transaction_state_only` is for code that keeps no session state
+    (every setting SET LOCAL or set_config(..., true), no LISTEN, no session advisory locks): its connections
+    skip the reset query on release. asyncpg still rolls back a transaction left open."""
     return await asyncpg.create_pool(
         settings.database_url,
         min_size=min_size,
@@ -26,6 +38,7 @@ async def create_pool(
         timeout=settings.db_conn_timeout_ms / 1000,
         command_timeout=settings.db_query_timeout_ms / 1000,
         init=_init_connection,
+        reset=_keep_session if transaction_state_only else None,
         server_settings={"application_name": f"memento.{service}", "search_path": "agent_memory,public"},
     )
 

@@ -68,11 +68,13 @@ class SessionStore:
         """The session, its expiry slid forward; None when unknown, ended or expired."""
         if not session_id or len(session_id) > 64:
             return None
-        raw = await self.redis.get(_key(session_id))
-        if raw is None:
-            return None
-        await self.touch(session_id)
-        return _load(raw)
+        # read and slide the expiry in one round trip; EXPIRE and ZADD XX do nothing for a session that is gone
+        async with self.redis.pipeline(transaction=False) as pipe:
+            pipe.get(_key(session_id))
+            pipe.expire(_key(session_id), self.ttl)
+            pipe.zadd(INDEX, {session_id: time.time() + self.ttl}, xx=True)
+            raw, _, _ = await pipe.execute()
+        return None if raw is None else _load(raw)
 
     async def touch(self, session_id: str) -> bool:
         async with self.redis.pipeline(transaction=False) as pipe:

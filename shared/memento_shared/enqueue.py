@@ -1,0 +1,62 @@
+"""Enqueue many arq jobs in one Redis round trip, with arq's own semantics: a job whose id already exists (queued,
+running or with a stored result) is not enqueued again, so a deterministic id makes a second relay a no-op.
+
+arq's `enqueue_job` does this with WATCH / EXISTS / MULTI-EXEC: three round trips per job. The relay enqueues one
+job per consuming queue for every event, and each round trip between processes is the dominant cost of a write on
+a small machine, so a Lua script does the check-and-set on the server and the whole batch goes in one pipeline.
+Jobs are written exactly as arq writes them (same keys, serializer, expiry and score), so arq workers run them
+unchanged.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from arq.connections import ArqRedis
+from arq.constants import job_key_prefix, result_key_prefix
+from arq.jobs import serialize_job
+from arq.utils import timestamp_ms
+
+# KEYS: job key, result key, queue. ARGV: expiry ms, serialized job, job id, score. 1 if enqueued, 0 if it existed.
+ENQUEUE_IF_ABSENT = """
+if redis.call('EXISTS', KEYS[1], KEYS[2]) > 0 then return 0 end
+redis.call('PSETEX', KEYS[1], ARGV[1], ARGV[2])
+redis.call('ZADD', KEYS[3], ARGV[4], ARGV[3])
+return 1
+"""
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    function: str
+    args: tuple[Any, ...]
+    job_id: str
+    queue: str
+
+
+def add_jobs(pipe: Any, queue: ArqRedis, jobs: list[JobSpec]) -> None:
+    """Queue the enqueue commands on `pipe` (a non-transactional pipeline of `queue`); each answers 1 or 0."""
+    now = timestamp_ms()
+    for job in jobs:
+        data = serialize_job(job.function, job.args, {}, None, now, serializer=queue.job_serializer)
+        pipe.eval(
+            ENQUEUE_IF_ABSENT,
+            3,
+            job_key_prefix + job.job_id,
+            result_key_prefix + job.job_id,
+            job.queue,
+            queue.expires_extra_ms,
+            data,
+            job.job_id,
+            now,
+        )
+
+
+async def enqueue_many(queue: ArqRedis, jobs: list[JobSpec]) -> int:
+    """Enqueue the jobs in one round trip; returns how many were new."""
+    if not jobs:
+        return 0
+    async with queue.pipeline(transaction=False) as pipe:
+        add_jobs(pipe, queue, jobs)
+        return sum(int(n) for n in await pipe.execute())
