@@ -34,7 +34,7 @@ class ToolSpec:
         return _clean_schema(self.args_model.model_json_schema())
 
     def output_schema(self) -> dict[str, Any]:
-        return _clean_schema(self.result_model.model_json_schema())
+        return _compact_schema(self.result_model.model_json_schema())
 
     def annotations(self) -> dict[str, Any]:
         return {
@@ -75,3 +75,32 @@ def _clean_schema(schema: dict[str, Any]) -> dict[str, Any]:
     for prop in schema.get("properties", {}).values():
         prop.pop("title", None)
     return schema
+
+
+def _compact_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    """An output schema that is cheap to validate: clients (the official SDKs among them) check every result
+    against it, and with pydantic's `$ref`s and `anyOf: [{type: X}, {type: null}]` the Python SDK spent longer
+    validating a `context` answer than the server spent producing it. Same constraints, written flat: `$ref`s
+    inlined, nullable unions as `type: [X, "null"]`, titles and defaults dropped."""
+    defs = schema.get("$defs", {})
+
+    def compact(node: Any) -> Any:
+        if isinstance(node, list):
+            return [compact(item) for item in node]
+        if not isinstance(node, dict):
+            return node
+        if "$ref" in node:
+            return compact(defs[node["$ref"].rsplit("/", 1)[-1]])
+        out: dict[str, Any] = {}
+        for key, value in node.items():
+            if key in ("title", "default", "$defs"):
+                continue
+            # property names are data, not keywords: a field may well be called "type" or "title"
+            out[key] = {k: compact(v) for k, v in value.items()} if key == "properties" else compact(value)
+        branches = out.get("anyOf")
+        if branches and all(set(b) == {"type"} and isinstance(b["type"], str) for b in branches):
+            del out["anyOf"]
+            out["type"] = [b["type"] for b in branches]
+        return out
+
+    return compact(schema)
