@@ -23,6 +23,7 @@ from memento_shared.telemetry.metrics import EMBEDDED_TEXTS, EMBEDDER_ERRORS, EM
 from memento_shared.worker import ProviderLimiter, retry_after_of
 
 Store = Callable[[list[Any], np.ndarray], Awaitable[None]]
+LOCAL_MODEL_CALL = 2  # texts per call of a local model (see _call)
 
 
 class Batcher:
@@ -51,9 +52,16 @@ class Batcher:
     async def _call(self, texts: list[str], input_type: InputType) -> np.ndarray:
         if self._is_async:
             return await self.provider.embed(texts, input_type)
-        async with self._model_lock:
-            loop = asyncio.get_running_loop()
-            return await loop.run_in_executor(self._executor, self.provider.embed, texts, input_type)
+        # The local model gains nothing from batching (35 ms per text at 1, 4 or 8, worse at 16), so a document
+        # batch runs a few texts per model call and takes the lock for each: a query arriving meanwhile (a recall
+        # waiting) gets the model next instead of after the whole batch. asyncio.Lock serves waiters in order.
+        loop = asyncio.get_running_loop()
+        parts = []
+        for start in range(0, len(texts), LOCAL_MODEL_CALL):
+            async with self._model_lock:
+                chunk = texts[start : start + LOCAL_MODEL_CALL]
+                parts.append(await loop.run_in_executor(self._executor, self.provider.embed, chunk, input_type))
+        return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
     async def _run(self, texts: list[str], input_type: InputType) -> np.ndarray:
         started = time.perf_counter()

@@ -10,6 +10,7 @@ from typing import Any
 
 import httpx
 
+from memento_shared import jsonio
 from memento_shared.principal import HEADER, Principal, encode_principal
 from memento_shared.telemetry.tracing import inject_headers
 
@@ -93,8 +94,8 @@ class Upstream:
 
 def _json(response: httpx.Response) -> Any:
     try:
-        return response.json()
-    except ValueError:
+        return jsonio.loads(response.content)
+    except ValueError:  # orjson.JSONDecodeError is one
         return None
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
@@ -12,6 +11,7 @@ from starlette.responses import StreamingResponse
 from starlette.types import Receive, Scope, Send
 
 from memento_gateway.mcp.hub import CLOSE
+from memento_shared import jsonio
 
 MEDIA_TYPE = "text/event-stream"
 # no-transform and X-Accel-Buffering keep proxies from buffering or compressing the stream
@@ -20,7 +20,7 @@ KEEPALIVE = b": keepalive\n\n"  # a comment: clients ignore it, idle-closing pro
 
 
 def event(data: Any, name: str = "message") -> bytes:
-    text = data if isinstance(data, str) else json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    text = data if isinstance(data, str) else jsonio.dumps_str(data)
     return f"event: {name}\ndata: {text}\n\n".encode()
 
 

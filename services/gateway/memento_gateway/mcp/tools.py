@@ -3,7 +3,6 @@ forwarded to memory-api. No memory logic lives here."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from opentelemetry import trace
@@ -12,6 +11,7 @@ from memento_gateway.mcp import versions
 from memento_gateway.mcp.call import Call
 from memento_gateway.mcp.jsonrpc import INVALID_PARAMS, RpcError, notification
 from memento_gateway.upstream import Upstream
+from memento_shared import jsonio
 from memento_shared.tools.registry import TOOLS, tools_for
 
 tracer = trace.get_tracer("memento.gateway")
@@ -50,11 +50,11 @@ async def call_tool(upstream: Upstream, call: Call, msg_id: Any, params: dict[st
         if body["error"].get("code") in UPSTREAM_FAILURES:
             await call.log("warning", {"tool": name, "error": body["error"]["code"]})
         return {
-            "content": [{"type": "text", "text": json.dumps({"error": body["error"]}, ensure_ascii=False)}],
+            "content": [{"type": "text", "text": jsonio.dumps_str({"error": body["error"]})}],
             "isError": True,
         }
     result = body["result"]
-    out: dict[str, Any] = {"content": [{"type": "text", "text": json.dumps(result, ensure_ascii=False)}]}
+    out: dict[str, Any] = {"content": [{"type": "text", "text": jsonio.dumps_str(result)}]}
     out["isError"] = False
     if versions.has_structured_output(call.session.protocol_version):
         out["structuredContent"] = result

@@ -13,7 +13,7 @@ from typing import Any
 
 import anyio
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 from starlette.routing import Route
 
 from memento_gateway.auth.authenticator import Caller
@@ -36,6 +36,7 @@ from memento_gateway.mcp.jsonrpc import (
 from memento_gateway.mcp.methods import initialize_result
 from memento_gateway.mcp.sessions import Session
 from memento_gateway.transports import common
+from memento_shared.jsonio import JSONBody
 from memento_shared.telemetry.metrics import GATEWAY_STREAMS
 
 log = logging.getLogger(__name__)
@@ -63,7 +64,7 @@ async def _session(request: Request, gw: Gateway, caller: Caller) -> Session | R
 
 def _reply(answer: Any, json_ok: bool, headers: dict[str, str] | None = None) -> Response:
     if json_ok:
-        return JSONResponse(answer, headers=headers)
+        return JSONBody(answer, headers=headers)
     events = answer if isinstance(answer, list) else [answer]
     body = b"".join(sse.event(a) for a in events)
     return Response(body, media_type=sse.MEDIA_TYPE, headers={**sse.HEADERS, **(headers or {})})
@@ -101,7 +102,7 @@ async def post(request: Request) -> Response:
     if not json_ok or (sse_ok and _wants_stream(message, session)):
         return sse.EventStream(_answer_stream(gw, message, call))
     answer = await engine.answer(gw, message, call, TRANSPORT)
-    return JSONResponse(answer or error_response(message.id, REQUEST_CANCELLED, "Request cancelled"))
+    return JSONBody(answer or error_response(message.id, REQUEST_CANCELLED, "Request cancelled"))
 
 
 async def _call(request: Request, caller: Caller, session: Session) -> Call | Response:

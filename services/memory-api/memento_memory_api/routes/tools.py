@@ -18,6 +18,7 @@ from memento_memory_api.context import ToolContext
 from memento_memory_api.tools.registry import HANDLERS
 from memento_memory_api.uow import Scope
 from memento_shared.errors import ErrorCode, MementoError
+from memento_shared.jsonio import JSONBody
 from memento_shared.principal import HEADER, Principal, PrincipalError, decode_principal
 from memento_shared.telemetry.metrics import TOOL_CALLS, TOOL_LATENCY
 from memento_shared.tools.registry import TOOLS
@@ -96,4 +97,4 @@ async def call_tool(name: str, request: Request) -> JSONResponse:
             payload = MementoError(ErrorCode.STORAGE_ERROR, "internal error; nothing was changed").to_body()
     TOOL_CALLS.labels(name, status).inc()
     TOOL_LATENCY.labels(name, status).observe(time.perf_counter() - started)
-    return JSONResponse(payload)
+    return JSONBody(payload)

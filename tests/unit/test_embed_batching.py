@@ -1,0 +1,32 @@
+"""The embedder's Batcher with the real offline model: a recall's query embedding does not wait for a whole batch
+of document embeddings (the model is shared, one call at a time)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import numpy as np
+
+from memento_embedder.batching import Batcher
+from memento_embedder.providers.offline import OfflineProvider
+
+
+async def test_a_query_overtakes_a_document_batch_in_progress():
+    batcher = Batcher(OfflineProvider(threads=1), max_batch=16, window_s=0.0)
+    try:
+        texts = [
+            f"deploy note {i}: the staging migration needs the force flag before service {i} restarts"
+            for i in range(16)
+        ]
+        documents = [asyncio.create_task(batcher.embed_document(t)) for t in texts]
+        await asyncio.sleep(0.05)  # the batch has started on the model
+        query = await batcher.embed_queries(["which flag does the staging migration need"])
+        still_embedding = sum(not d.done() for d in documents)
+        vectors = await asyncio.gather(*documents)
+        assert still_embedding >= 8, f"the query waited for the batch ({still_embedding} documents left)"
+        assert query.shape == (1, 384)
+        # chunked calls give the same vectors as one call would
+        whole = OfflineProvider(threads=1).embed(texts[:3], "document")
+        assert np.allclose(np.stack(vectors[:3]), whole, atol=1e-5)
+    finally:
+        await batcher.aclose()
