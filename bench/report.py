@@ -133,6 +133,6 @@ def write_results(results: dict, update_readme: bool) -> Path:
     results["file"] = name
     path = RESULTS / name
     path.write_text(json.dumps(results, indent=2) + "\n")
-    if update_readme:
-        replace_readme_block("latency", markdown(results))
+    if update_readme:  # one README table per store size (10k and 1M); other sizes only write their JSON
+        replace_readme_block(f"latency-{results['n']}", markdown(results))
     return path

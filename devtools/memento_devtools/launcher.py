@@ -59,7 +59,9 @@ class Service:
     argv: tuple[str, ...]  # run as [sys.executable, *argv]
     port_env: str  # the variable that tells the service its port
     # Background workers yield the CPU to the request path (gateway, memory-api, Postgres, Valkey): on a laptop
-    # or a 2-core runner, a burst of embeddings must not slow down the writes that caused it.
+    # or a 2-core runner, a burst of evaluations must not slow down the writes that caused it. Not the embedder:
+    # recall by text waits for its query embeddings (niced, its p50 rose from 32 to 45 ms and embedding lag
+    # fivefold under the benchmark's load).
     niceness: int = 0
 
 
@@ -68,7 +70,7 @@ class Service:
 SERVICE_PHASES: list[list[Service]] = [
     [
         Service("memory-api", ("-m", "memento_memory_api"), "MEMORY_API_PORT"),
-        Service("embedder", ("-m", "memento_embedder"), "EMBEDDER_PORT", niceness=10),
+        Service("embedder", ("-m", "memento_embedder"), "EMBEDDER_PORT"),
     ],
     [
         Service("evaluator", ("-m", "memento_evaluator"), "EVALUATOR_PORT", niceness=10),
