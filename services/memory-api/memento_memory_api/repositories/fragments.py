@@ -230,14 +230,28 @@ async def edges(conn: asyncpg.Connection, fragment_id: str, relations: list[str]
     )
 
 
+CORE_MEMORY_SQL = (
+    f"SELECT {COLUMNS} FROM agent_memory.fragments WHERE tenant_id = $4 AND workspace = $5"
+    " AND type = ANY($1::text[]) AND ($2::text[] IS NULL OR agent_id = ANY($2)) AND superseded_by IS NULL"
+    " ORDER BY is_anchor DESC, importance DESC, created_at DESC LIMIT $3"
+)
+
+
 async def core_memory(
-    conn: asyncpg.Connection, types: list[str], agents: list[str] | None, limit: int
+    conn: asyncpg.Connection,
+    tenant_id: str,
+    workspace: str,
+    types: list[str],
+    agents: list[str] | None,
+    limit: int,
 ) -> list[asyncpg.Record]:
+    # Row-level security already limits the rows to the caller's tenant and workspace; saying so here too lets
+    # the planner walk fragments_core_memory_idx in order (the policy's OR for system access hides the equality).
     return await conn.fetch(
-        f"SELECT {COLUMNS} FROM agent_memory.fragments WHERE type = ANY($1::text[])"
-        " AND ($2::text[] IS NULL OR agent_id = ANY($2)) AND superseded_by IS NULL"
-        " ORDER BY is_anchor DESC, importance DESC, created_at DESC LIMIT $3",
+        CORE_MEMORY_SQL,
         types,
         agents,
         limit,
+        tenant_id,
+        workspace,
     )

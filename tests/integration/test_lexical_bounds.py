@@ -1,0 +1,38 @@
+"""Recall's lexical side stays bounded in a large store: at most `candidates` matches of any term are ranked, and
+when that cap is reached the matches of every term are gathered too and come first, so the best matches are not
+lost to the cap. Below the cap the ranking is the full one. The trigram side only runs when full text under-serves
+an identifier-like query."""
+
+from __future__ import annotations
+
+from memento_memory_api.recall import lexical
+from memento_memory_api.uow import Scope, UnitOfWorkFactory
+
+
+async def _store(owner_pool, tenant: str, rows: list[tuple[str, str]]) -> None:
+    await owner_pool.executemany(
+        "INSERT INTO agent_memory.fragments (id, tenant_id, workspace, agent_id, content, topic, type, importance,"
+        " content_hash, ttl_tier) VALUES ($1, $2, 'default', 'default', $3, 't', 'fact', 0.5, $1, 'warm')",
+        [(frag_id, tenant, content) for frag_id, content in rows],
+    )
+
+
+async def test_the_cap_keeps_matches_of_every_term_first(app_pool, owner_pool, tenant):
+    # 30 fragments mention only "alpha" and are inserted first (a capped scan meets them first); two mention both
+    common = [(f"frag-a{tenant[-6:]}{i:04d}", f"alpha note number {i}") for i in range(30)]
+    best = [(f"frag-b{tenant[-6:]}{i:04d}", f"alpha and beta together {i}") for i in range(2)]
+    await _store(owner_pool, tenant, common + best)
+    async with UnitOfWorkFactory(app_pool)(Scope(tenant, "default", "default")) as uow:
+        capped = await lexical.search(uow.conn, "alpha beta", None, 5, candidates=10)
+        full = await lexical.search(uow.conn, "alpha beta", None, 5, candidates=1000)
+    assert set(capped[:2]) == {frag_id for frag_id, _ in best}, "matches of every term must survive the cap"
+    assert len(capped) == 5
+    assert set(full[:2]) == {frag_id for frag_id, _ in best}, "below the cap the full ranking puts them first too"
+
+
+async def test_trigram_is_a_fallback_for_identifiers_full_text_misses(app_pool, owner_pool, tenant):
+    await _store(owner_pool, tenant, [(f"frag-t{tenant[-6:]}0001", "the client saw ERR_CONN_RESET twice")])
+    async with UnitOfWorkFactory(app_pool)(Scope(tenant, "default", "default")) as uow:
+        # full text splits nothing useful out of the partial identifier; trigram similarity finds it
+        found = await lexical.search(uow.conn, "ERR_CONN_RESE", None, 5)
+    assert found == [f"frag-t{tenant[-6:]}0001"]
