@@ -1,5 +1,6 @@
-"""Enqueue many arq jobs in one Redis round trip, with arq's own semantics: a job whose id already exists (queued,
-running or with a stored result) is not enqueued again, so a deterministic id makes a second relay a no-op.
+"""Enqueue many arq jobs in one Redis round trip (as commands on the caller's pipeline), with arq's own semantics:
+a job whose id already exists (queued, running or with a stored result) is not enqueued again, so a deterministic
+id makes a second relay a no-op.
 
 arq's `enqueue_job` does this with WATCH / EXISTS / MULTI-EXEC: three round trips per job. The relay enqueues one
 job per consuming queue for every event, and each round trip between processes is the dominant cost of a write on
@@ -51,12 +52,3 @@ def add_jobs(pipe: Any, queue: ArqRedis, jobs: list[JobSpec]) -> None:
             job.job_id,
             now,
         )
-
-
-async def enqueue_many(queue: ArqRedis, jobs: list[JobSpec]) -> int:
-    """Enqueue the jobs in one round trip; returns how many were new."""
-    if not jobs:
-        return 0
-    async with queue.pipeline(transaction=False) as pipe:
-        add_jobs(pipe, queue, jobs)
-        return sum(int(n) for n in await pipe.execute())

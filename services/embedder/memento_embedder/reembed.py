@@ -15,6 +15,7 @@ import asyncpg
 
 from memento_embedder import profiles
 from memento_embedder.registry import ProfileRegistry
+from memento_shared import background
 from memento_shared.db.rls import set_system
 from memento_shared.telemetry.metrics import EMBEDDING_PROFILE_PROGRESS
 
@@ -39,9 +40,7 @@ class ProfileBuilder:
         self._task = asyncio.create_task(self._run())
 
     async def stop(self) -> None:
-        if self._task:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
+        await background.cancel(self._task)
 
     async def _run(self) -> None:
         while True:

@@ -11,6 +11,7 @@ import asyncpg
 
 from memento_memory_api.repositories import fragments as repo
 from memento_memory_api.uow import Scope
+from memento_shared import background
 from memento_shared.db.rls import set_principal
 
 log = logging.getLogger(__name__)
@@ -31,9 +32,7 @@ class AccessRecorder:
         self._task = asyncio.create_task(self._run())
 
     async def stop(self) -> None:
-        if self._task:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
+        await background.cancel(self._task)
         await self.flush()
 
     async def _run(self) -> None:

@@ -20,6 +20,7 @@ from memento_memory_api.recall.l1 import L1Keeper
 from memento_memory_api.routes import health, keys
 from memento_memory_api.routes import tools as tool_routes
 from memento_memory_api.uow import UnitOfWorkFactory
+from memento_shared import background
 from memento_shared.db.pool import assert_not_privileged, create_pool
 from memento_shared.events import PROFILE_CHANNEL
 from memento_shared.http import RequestMetrics
@@ -49,11 +50,7 @@ class ProfileWatch:
         self._listener: asyncpg.Connection | None = None
 
     async def start(self) -> None:
-        try:
-            self._listener = await asyncpg.connect(self.dsn, server_settings={"application_name": "memento.profiles"})
-            await self._listener.add_listener(PROFILE_CHANNEL, lambda *_: self.changed.set())
-        except (OSError, asyncpg.PostgresError) as exc:
-            log.warning("profiles.listen_failed", extra={"error_type": type(exc).__name__})
+        self._listener = await background.listen(self.dsn, PROFILE_CHANNEL, self.changed.set, "memento.profiles")
         self._task = asyncio.create_task(self._run())
 
     async def _run(self) -> None:
@@ -73,11 +70,8 @@ class ProfileWatch:
                 self.state.profile = profile
 
     async def stop(self) -> None:
-        if self._task:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
-        if self._listener is not None and not self._listener.is_closed():
-            await self._listener.close()
+        await background.cancel(self._task)
+        await background.close(self._listener)
 
 
 SHUTDOWN_STEP_SECONDS = 10.0

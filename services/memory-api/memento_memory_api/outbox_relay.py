@@ -21,9 +21,10 @@ from opentelemetry import context as otel_context
 from opentelemetry import trace
 from redis.exceptions import ResponseError
 
+from memento_shared import background
 from memento_shared.db import dead_letters
 from memento_shared.db.outbox import CHANNEL, backlog, claim_batch, mark_published
-from memento_shared.db.rls import set_system, system_transaction
+from memento_shared.db.rls import system_transaction
 from memento_shared.enqueue import JobSpec, add_jobs
 from memento_shared.events import CONSUMERS, envelope, job_id, queue_key
 from memento_shared.settings import Settings
@@ -135,19 +136,8 @@ class Relay:
         self._task = asyncio.create_task(self._run())
 
     async def stop(self) -> None:
-        if self._task:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
-        if self._listener is not None and not self._listener.is_closed():
-            await self._listener.close()
-
-    async def _listen(self) -> None:
-        try:
-            self._listener = await asyncpg.connect(self.dsn, server_settings={"application_name": "memento.relay"})
-            await self._listener.add_listener(CHANNEL, lambda *_: self.wake.set())
-        except (OSError, asyncpg.PostgresError) as exc:
-            self._listener = None
-            log.warning("relay.listen_failed", extra={"error_type": type(exc).__name__})
+        await background.cancel(self._task)
+        await background.close(self._listener)
 
     async def _run(self) -> None:
         self.running = True
@@ -158,7 +148,8 @@ class Relay:
         try:
             while True:
                 if self._listener is None or self._listener.is_closed():
-                    await self._listen()  # without it the relay still polls every poll_interval
+                    # without it the relay still polls every poll_interval
+                    self._listener = await background.listen(self.dsn, CHANNEL, self.wake.set, "memento.relay")
                 self.wake.clear()
                 try:
                     moved = await relay_once(self.pool, self.queue, self.batch_size, durable=self.durable)
@@ -188,8 +179,7 @@ class Relay:
 
     async def _update_gauges(self) -> None:
         try:
-            async with self.pool.acquire() as conn, conn.transaction():
-                await set_system(conn)
+            async with self.pool.acquire() as conn, system_transaction(conn):
                 counts = await backlog(conn)
                 open_letters = await dead_letters.open_counts(conn)
         except Exception:

@@ -57,12 +57,12 @@ async def transaction_as(
     try:
         yield conn
     except BaseException:
-        await rollback(conn)
+        await _rollback(conn)
         raise
     await conn.execute("COMMIT")
 
 
-async def rollback(conn: asyncpg.Connection) -> None:
+async def _rollback(conn: asyncpg.Connection) -> None:
     try:
         await conn.execute("ROLLBACK")
     except Exception:  # the connection broke: the pool terminates it on release, and the server rolls back

@@ -14,6 +14,7 @@ import asyncpg
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
+from memento_shared import background
 from memento_shared import l1 as layout
 from memento_shared.db.rls import set_system
 
@@ -159,6 +160,4 @@ class L1Keeper:
             await asyncio.sleep(self.interval)
 
     async def stop(self) -> None:
-        if self._task:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
+        await background.cancel(self._task)

@@ -20,10 +20,6 @@ def terms(text: str) -> list[str]:
     return out[:32]
 
 
-def or_query(text: str) -> str | None:
-    return " | ".join(terms(text)) or None
-
-
 # Ranking every match does not scale: in a million fragments a common word matches a quarter of them, and ranking
 # those took 1.7 s (EXPLAIN ANALYZE, bench store). So at most CANDIDATES matches of any term are ranked; when that
 # cap is reached, the matches of every term (the ones ts_rank_cd would put first anyway) are gathered too and come
