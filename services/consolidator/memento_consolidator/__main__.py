@@ -3,10 +3,10 @@ demand (`consolidate`, memento_shared.consolidation) and on CONSOLIDATION_CRON."
 
 from __future__ import annotations
 
-import asyncio
 
 from memento_consolidator import jobs, schedule
 from memento_consolidator.handlers import HANDLERS
+from memento_shared import eventloop
 from memento_shared.settings import Settings
 from memento_shared.worker import run_worker
 
@@ -14,7 +14,7 @@ from memento_shared.worker import run_worker
 def main() -> None:
     settings = Settings()
     timeout = settings.worker_job_timeout_s
-    asyncio.run(
+    eventloop.run(
         run_worker(
             "consolidator",
             HANDLERS,

@@ -3,12 +3,12 @@
 
 from __future__ import annotations
 
-import asyncio
 import sys
 
 from memento_embedder import service
 from memento_embedder.api import ROUTES
 from memento_embedder.handlers import HANDLERS
+from memento_shared import eventloop
 from memento_shared.settings import Settings
 from memento_shared.worker import run_worker
 
@@ -19,7 +19,7 @@ def main() -> None:
 
         raise SystemExit(profiles_main(sys.argv[2:]))
     settings = Settings()
-    asyncio.run(
+    eventloop.run(
         run_worker(
             "embedder",
             HANDLERS,

@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-import asyncio
 
 from memento_evaluator import service
 from memento_evaluator.handlers import HANDLERS
+from memento_shared import eventloop
 from memento_shared.settings import Settings
 from memento_shared.worker import run_worker
 
 
 def main() -> None:
     settings = Settings()
-    asyncio.run(
+    eventloop.run(
         run_worker(
             "evaluator",
             HANDLERS,

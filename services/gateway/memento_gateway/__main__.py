@@ -7,6 +7,7 @@ import logging
 import signal
 
 from memento_gateway.app import create_app
+from memento_shared import eventloop
 from memento_shared.http import make_server
 from memento_shared.settings import Settings
 from memento_shared.telemetry.logging import setup_logging
@@ -48,7 +49,7 @@ def main() -> None:
     settings = Settings()
     setup_logging("gateway", settings.log_level)
     setup_tracing("memento-gateway", settings.otel_exporter_otlp_endpoint)
-    asyncio.run(serve(settings))
+    eventloop.run(serve(settings))
 
 
 if __name__ == "__main__":

@@ -8,9 +8,8 @@ import time
 from dataclasses import replace
 from typing import Any
 
-import httpx
-
 from memento_shared import jsonio
+from memento_shared.internal_http import Answer, InternalClient, InternalTimeout, InternalUnreachable
 from memento_shared.principal import HEADER, Principal, encode_principal
 from memento_shared.telemetry.tracing import inject_headers
 
@@ -25,12 +24,7 @@ class UpstreamUnavailable(Exception):
 class Upstream:
     def __init__(self, base_url: str, secret: str, timeout_s: float) -> None:
         self.secret = secret
-        self.client = httpx.AsyncClient(
-            base_url=base_url.rstrip("/"),
-            timeout=timeout_s,
-            limits=httpx.Limits(max_connections=200, max_keepalive_connections=50),
-            trust_env=False,  # memory-api is internal: a proxy from the environment must not sit in between
-        )
+        self.client = InternalClient(base_url, timeout_s=timeout_s, max_connections=200)
 
     def _headers(self, principal: Principal, session_id: str | None) -> dict[str, str]:
         # Signed at the moment of the call: memory-api refuses principals older than a few minutes.
@@ -40,14 +34,16 @@ class Upstream:
             headers["X-Memento-Session-Id"] = session_id
         return headers
 
-    async def _post(self, path: str, body: dict[str, Any], principal: Principal, session_id: str | None = None):
+    async def _post(
+        self, path: str, body: dict[str, Any], principal: Principal, session_id: str | None = None
+    ) -> Answer:
         try:
-            return await self.client.post(path, json=body, headers=self._headers(principal, session_id))
-        except httpx.TimeoutException:
+            return await self.client.post_json(path, body, self._headers(principal, session_id))
+        except InternalTimeout:
             log.warning("upstream.timeout", extra={"path": path})
             raise UpstreamUnavailable("RESOURCE_BUSY") from None
-        except httpx.HTTPError as exc:
-            log.warning("upstream.unreachable", extra={"path": path, "error_type": type(exc).__name__})
+        except InternalUnreachable as exc:
+            log.warning("upstream.unreachable", extra={"path": path, "error_type": str(exc)})
             raise UpstreamUnavailable("STORAGE_ERROR") from None
 
     async def call_tool(
@@ -61,7 +57,7 @@ class Upstream:
             return _error("STORAGE_ERROR", "memory-api is unreachable; nothing was changed")
         body = _json(response)
         if not isinstance(body, dict) or ("result" not in body and "error" not in body):
-            log.warning("upstream.bad_response", extra={"tool": name, "status": response.status_code})
+            log.warning("upstream.bad_response", extra={"tool": name, "status": response.status})
             return _error("STORAGE_ERROR", "memory-api gave no usable answer")
         return body
 
@@ -72,18 +68,18 @@ class Upstream:
         response = await self._post(f"/v1/{method}", {"params": params}, principal, session_id)
         body = _json(response)
         answered = isinstance(body, dict) and ("result" in body or "error" in body)
-        if response.status_code == 404 and not answered:
+        if response.status == 404 and not answered:
             return None
         if not answered:
-            log.warning("upstream.bad_response", extra={"method": method, "status": response.status_code})
+            log.warning("upstream.bad_response", extra={"method": method, "status": response.status})
             raise UpstreamUnavailable("STORAGE_ERROR")
         return body
 
     async def key(self, path: str, body: dict[str, str]) -> dict[str, Any] | None:
         """An API key's binding from memory-api's internal routes; None when unknown, revoked or expired."""
         response = await self._post(f"/internal/keys/{path}", body, GATEWAY)
-        if response.status_code != 200:
-            log.warning("upstream.key_check_failed", extra={"status": response.status_code})
+        if response.status != 200:
+            log.warning("upstream.key_check_failed", extra={"status": response.status})
             raise UpstreamUnavailable("STORAGE_ERROR")
         answer = _json(response)
         return answer.get("key") if isinstance(answer, dict) and answer.get("valid") else None
@@ -92,7 +88,7 @@ class Upstream:
         await self.client.aclose()
 
 
-def _json(response: httpx.Response) -> Any:
+def _json(response: Answer) -> Any:
     try:
         return jsonio.loads(response.content)
     except ValueError:  # orjson.JSONDecodeError is one

@@ -6,6 +6,7 @@ import asyncio
 import signal
 
 from memento_memory_api.app import create_app
+from memento_shared import eventloop
 from memento_shared.http import make_server
 from memento_shared.settings import Settings
 from memento_shared.telemetry.logging import setup_logging
@@ -24,7 +25,7 @@ def main() -> None:
     settings = Settings()
     setup_logging("memory-api", settings.log_level)
     setup_tracing("memento-memory-api", settings.otel_exporter_otlp_endpoint)
-    asyncio.run(serve(settings))
+    eventloop.run(serve(settings))
 
 
 if __name__ == "__main__":

@@ -8,7 +8,6 @@ import logging
 from collections.abc import AsyncIterator
 
 import asyncpg
-import httpx
 from fastapi import FastAPI
 
 from memento_memory_api import tools  # noqa: F401  (binds the handlers)
@@ -93,7 +92,7 @@ async def shutdown(state) -> None:
     await _bounded("profile_watch", state.profile_watch.stop())
     await _bounded("l1_keeper", state.l1_keeper.stop())
     await _bounded("access_flush", state.access.stop())
-    await _bounded("http", state.http.aclose())
+    await _bounded("embedder_client", state.embedder.aclose())
     await _bounded("queue", state.queue.aclose())
     try:
         await asyncio.wait_for(state.pool.close(), SHUTDOWN_STEP_SECONDS)
@@ -114,8 +113,7 @@ def create_app(settings: Settings) -> FastAPI:
         await assert_not_privileged(state.pool)
         state.queue = await create_queue_pool(settings)
         state.l1_redis = state.queue if settings.redis_enabled else None
-        state.http = httpx.AsyncClient(limits=httpx.Limits(max_connections=100))
-        state.embedder = EmbeddingClient(settings.embedder_url, state.http)
+        state.embedder = EmbeddingClient(settings.embedder_url)
         state.profile = await load_active_profile(state.pool)
         state.profile_watch = ProfileWatch(state, settings.database_url)
         await state.profile_watch.start()

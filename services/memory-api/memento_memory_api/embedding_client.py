@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
-import httpx
 import numpy as np
 
+from memento_shared import jsonio
+from memento_shared.internal_http import InternalClient, InternalTimeout, InternalUnreachable
 from memento_shared.telemetry.tracing import inject_headers
 
 
@@ -20,9 +21,8 @@ class EmbeddingUnavailable(Exception):
 
 
 class EmbeddingClient:
-    def __init__(self, base_url: str, client: httpx.AsyncClient, cache_size: int = 2048) -> None:
-        self.base_url = base_url.rstrip("/")
-        self.client = client
+    def __init__(self, base_url: str, cache_size: int = 2048) -> None:
+        self.client = InternalClient(base_url, timeout_s=10.0)
         self.cache: OrderedDict[tuple[str, str], np.ndarray] = OrderedDict()
         self.cache_size = cache_size
 
@@ -34,20 +34,21 @@ class EmbeddingClient:
             self.cache.move_to_end(key)
             return cached
         try:
-            response = await self.client.post(
-                f"{self.base_url}/v1/embeddings",
-                json={"input": [text], "input_type": "query", "profile": profile},
-                headers=inject_headers(),
-                timeout=10.0,
+            answer = await self.client.post_json(
+                "/v1/embeddings", {"input": [text], "input_type": "query", "profile": profile}, inject_headers()
             )
-            response.raise_for_status()
-            body = response.json()
+            if answer.status != 200:
+                raise ValueError(f"embedder answered {answer.status}")
+            body = jsonio.loads(answer.content)
             if body.get("profile", profile) != profile:
                 raise ValueError(f"embedder answered for profile {body.get('profile')!r}")
             vector = np.asarray(body["data"][0]["embedding"], dtype=np.float32)
-        except (httpx.HTTPError, KeyError, ValueError) as exc:
+        except (InternalTimeout, InternalUnreachable, KeyError, TypeError, IndexError, ValueError) as exc:
             raise EmbeddingUnavailable(type(exc).__name__) from exc
         self.cache[key] = vector
         if len(self.cache) > self.cache_size:
             self.cache.popitem(last=False)
         return vector
+
+    async def aclose(self) -> None:
+        await self.client.aclose()

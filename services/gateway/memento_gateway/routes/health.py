@@ -9,6 +9,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from memento_gateway.gateway import gateway
+from memento_shared import jsonio
 from memento_shared.telemetry.metrics import ACTIVE_SESSIONS
 
 
@@ -22,9 +23,9 @@ async def health(request: Request) -> Response:
     except Exception:
         checks["redis"] = "down"
     try:
-        upstream = await gw.upstream.client.get("/health", timeout=3)
-        checks["postgres"] = upstream.json().get("postgres", "down")
-        if upstream.status_code != 200:
+        upstream = await gw.upstream.client.get("/health", timeout_s=3)
+        checks["postgres"] = jsonio.loads(upstream.content).get("postgres", "down")
+        if upstream.status != 200:
             checks["memory_api"] = "degraded"
     except Exception:
         checks["memory_api"] = "down"
