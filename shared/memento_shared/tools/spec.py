@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,11 +31,13 @@ class ToolSpec:
     scope: str = "write"  # credential scope needed: read or write
     extra: dict[str, Any] = field(default_factory=dict)
 
+    # Built once per model and shared (read-only): tools/list answers every new session, and pydantic builds a
+    # schema in milliseconds.
     def input_schema(self) -> dict[str, Any]:
-        return _clean_schema(self.args_model.model_json_schema())
+        return _input_schema(self.args_model)
 
     def output_schema(self) -> dict[str, Any]:
-        return _compact_schema(self.result_model.model_json_schema())
+        return _output_schema(self.result_model)
 
     def annotations(self) -> dict[str, Any]:
         return {
@@ -51,6 +54,16 @@ class ToolSpec:
             return self.args_model.model_validate(arguments or {})
         except ValidationError as exc:
             raise _to_invalid(exc) from None
+
+
+@functools.cache
+def _input_schema(model: type[BaseModel]) -> dict[str, Any]:
+    return _clean_schema(model.model_json_schema())
+
+
+@functools.cache
+def _output_schema(model: type[BaseModel]) -> dict[str, Any]:
+    return _compact_schema(model.model_json_schema())
 
 
 def _to_invalid(exc: ValidationError) -> MementoError:

@@ -7,6 +7,7 @@ import math
 import time
 
 from redis.asyncio import Redis
+from redis.asyncio.client import Pipeline
 from starlette.requests import Request
 
 # A token bucket per key, refilled continuously; Redis's own clock, so replicas with skewed clocks agree.
@@ -71,7 +72,20 @@ class RateLimiter:
             return 0
         # A full minute's worth as burst: generous for agents that fire several calls at once.
         wait_ms = await self.script(keys=[f"memento:rate:{key}"], args=[limit / 60_000, limit, cost])
-        return math.ceil(int(wait_ms) / 1000) if int(wait_ms) else 0
+        return _seconds(wait_ms)
+
+    def queue(self, pipe: Pipeline, key: str) -> None:
+        """retry_after for one request, as a command of the caller's pipeline; read it with `waited`."""
+        if self.per_minute > 0:
+            pipe.eval(_BUCKET, 1, f"memento:rate:{key}", self.per_minute / 60_000, self.per_minute, 1)
+
+    def waited(self, results: list) -> int:
+        """The seconds to wait from a pipeline's results (its first entry, when `queue` added one)."""
+        return _seconds(results[0]) if self.per_minute > 0 else 0
+
+
+def _seconds(wait_ms) -> int:
+    return math.ceil(int(wait_ms) / 1000) if int(wait_ms) else 0
 
 
 class StreamSlots:

@@ -9,6 +9,7 @@ import time
 from dataclasses import asdict, dataclass, replace
 
 from redis.asyncio import Redis
+from redis.asyncio.client import Pipeline
 
 from memento_shared.principal import Principal
 
@@ -66,14 +67,28 @@ class SessionStore:
 
     async def get(self, session_id: str) -> Session | None:
         """The session, its expiry slid forward; None when unknown, ended or expired."""
-        if not session_id or len(session_id) > 64:
+        if not self.readable(session_id):
             return None
-        # read and slide the expiry in one round trip; EXPIRE and ZADD XX do nothing for a session that is gone
         async with self.redis.pipeline(transaction=False) as pipe:
-            pipe.get(_key(session_id))
-            pipe.expire(_key(session_id), self.ttl)
-            pipe.zadd(INDEX, {session_id: time.time() + self.ttl}, xx=True)
-            raw, _, _ = await pipe.execute()
+            self.queue_get(pipe, session_id)
+            return self.got(await pipe.execute())
+
+    @staticmethod
+    def readable(session_id: str | None) -> bool:
+        """Worth looking up: ours are 32 characters; anything empty or long is no session."""
+        return bool(session_id) and len(session_id) <= 64
+
+    def queue_get(self, pipe: Pipeline, session_id: str) -> None:
+        """`get` as commands of the caller's pipeline (read and slide the expiry in one round trip; EXPIRE and
+        ZADD XX do nothing for a session that is gone); read the answer with `got`."""
+        pipe.get(_key(session_id))
+        pipe.expire(_key(session_id), self.ttl)
+        pipe.zadd(INDEX, {session_id: time.time() + self.ttl}, xx=True)
+
+    @staticmethod
+    def got(results: list) -> Session | None:
+        """The session from a pipeline whose last three commands are `queue_get`'s."""
+        raw = results[-3]
         return None if raw is None else _load(raw)
 
     async def touch(self, session_id: str) -> bool:

@@ -16,6 +16,7 @@ from memento_gateway.gateway import Gateway
 from memento_gateway.http.limits import PayloadTooLarge, read_body
 from memento_gateway.mcp import versions
 from memento_gateway.mcp.jsonrpc import INVALID_REQUEST, RpcError, error_response
+from memento_gateway.mcp.sessions import Session, SessionStore
 from memento_gateway.upstream import UpstreamUnavailable
 from memento_shared.telemetry.metrics import GATEWAY_REJECTIONS
 
@@ -47,9 +48,33 @@ def unavailable() -> JSONResponse:
 
 async def authenticate(request: Request, gw: Gateway, token: str | None = None) -> Caller | Response:
     """The caller, or the response refusing it (401 with the OAuth pointer, 429, 503)."""
+    caller = await _identify(request, gw, token)
+    if isinstance(caller, Response):
+        return caller
+    return await within_rate(gw, caller)
+
+
+async def admit(request: Request, gw: Gateway, session_id: str | None) -> tuple[Caller, Session | None] | Response:
+    """authenticate, and read the session the request names (None: unknown or expired) in the rate check's Redis
+    round trip: one round trip instead of two on every call of a session."""
+    caller = await _identify(request, gw, None)
+    if isinstance(caller, Response):
+        return caller
+    if not SessionStore.readable(session_id):
+        checked = await within_rate(gw, caller)
+        return checked if isinstance(checked, Response) else (checked, None)
+    async with gw.redis.pipeline(transaction=False) as pipe:
+        gw.rate.queue(pipe, caller.identity)
+        gw.sessions.queue_get(pipe, session_id)
+        results = await pipe.execute()
+    wait = gw.rate.waited(results)
+    return too_many(wait) if wait else (caller, SessionStore.got(results))
+
+
+async def _identify(request: Request, gw: Gateway, token: str | None) -> Caller | Response:
     token = credential(request) if token is None else token
     try:
-        caller = await gw.auth.authenticate(token)
+        return await gw.auth.authenticate(token)
     except AuthError as exc:
         client = request.client.host if request.client else "unknown"
         wait = await gw.rate.retry_after(f"ip:{client}", per_minute=FAILED_AUTH_PER_MINUTE)
@@ -59,7 +84,6 @@ async def authenticate(request: Request, gw: Gateway, token: str | None = None) 
         return unauthorized(gw.edge.resource_metadata_url, exc.description, missing=exc.missing)
     except UpstreamUnavailable:
         return unavailable()
-    return await within_rate(gw, caller)
 
 
 async def within_rate(gw: Gateway, caller: Caller) -> Caller | Response:

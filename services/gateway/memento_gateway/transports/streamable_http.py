@@ -42,6 +42,7 @@ from memento_shared.telemetry.metrics import GATEWAY_STREAMS
 log = logging.getLogger(__name__)
 TRANSPORT = "streamable-http"
 SESSION_HEADER = "mcp-session-id"
+UNREAD = object()  # _session: nothing prefetched, read the session now
 BATCH_VERSION = "2025-03-26"  # JSON-RPC batches came with 2025-03-26 and left with 2025-06-18
 
 
@@ -52,11 +53,20 @@ async def _caller(request: Request, gw: Gateway) -> Caller | Response:
     return common.version_header_problem(request) or caller
 
 
-async def _session(request: Request, gw: Gateway, caller: Caller) -> Session | Response:
+async def _admitted(request: Request, gw: Gateway) -> tuple[Caller, Session | None] | Response:
+    """_caller, with the session the request names already read (common.admit)."""
+    admitted = await common.admit(request, gw, request.headers.get(SESSION_HEADER))
+    if isinstance(admitted, Response):
+        return admitted
+    return common.version_header_problem(request) or admitted
+
+
+async def _session(request: Request, gw: Gateway, caller: Caller, prefetched: Any = UNREAD) -> Session | Response:
+    """The request's session if the caller may use it; `prefetched` is what common.admit already read."""
     session_id = request.headers.get(SESSION_HEADER)
     if not session_id:
         return common.rpc_error(400, INVALID_REQUEST, "Bad Request: Mcp-Session-Id header is required after initialize")
-    session = await gw.sessions.get(session_id)
+    session = await gw.sessions.get(session_id) if prefetched is UNREAD else prefetched
     if session is None or session.transport != TRANSPORT or not session.owned_by(caller.principal):
         return common.rpc_error(404, INVALID_REQUEST, "Session not found: it ended or expired; initialize again")
     return session
@@ -72,9 +82,10 @@ def _reply(answer: Any, json_ok: bool, headers: dict[str, str] | None = None) ->
 
 async def post(request: Request) -> Response:
     gw = gateway(request)
-    caller = await _caller(request, gw)
-    if isinstance(caller, Response):
-        return caller
+    admitted = await _admitted(request, gw)
+    if isinstance(admitted, Response):
+        return admitted
+    caller, prefetched = admitted
     json_ok, sse_ok = common.accepts(request)
     if not (json_ok or sse_ok):
         return common.rpc_error(406, INVALID_REQUEST, "Not Acceptable: accept application/json or text/event-stream")
@@ -90,7 +101,7 @@ async def post(request: Request) -> Response:
         return common.rpc_failure(400, exc)
     if message.kind == "request" and message.method == "initialize":
         return await _initialize(request, gw, caller, message, json_ok)
-    session = await _session(request, gw, caller)
+    session = await _session(request, gw, caller, prefetched)
     if isinstance(session, Response):
         return session
     if message.kind != "request":
