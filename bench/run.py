@@ -85,10 +85,11 @@ class System:
     def service_url(self, name: str) -> str:
         return f"http://127.0.0.1:{self.info['ports'][name]}"
 
-    def memory(self) -> dict[str, float]:
+    def _per_component(self, measure) -> dict[str, float]:
+        """Sum `measure(process)` over the system's processes, grouped by service (Postgres backends included)."""
         if self.process is None:
             return {}
-        out = {}
+        out: dict[str, float] = {}
         for child in psutil.Process(self.process.pid).children(recursive=True):
             try:
                 cmd = " ".join(child.cmdline())
@@ -100,10 +101,25 @@ class System:
                     ),
                     child.name(),
                 )
-                out[name] = out.get(name, 0) + child.memory_info().rss / 2**20
+                out[name] = out.get(name, 0) + measure(child)
             except psutil.Error:
                 continue
-        return {k: round(v, 1) for k, v in sorted(out.items())}
+        return out
+
+    def memory(self) -> dict[str, float]:
+        """Resident MiB per service."""
+        return {k: round(v, 1) for k, v in sorted(self._per_component(lambda p: p.memory_info().rss / 2**20).items())}
+
+    def cpu_seconds(self) -> dict[str, float]:
+        """CPU seconds (user + system) used so far per service; the caller's own process is reported as `bench`."""
+        out = self._per_component(lambda p: sum(p.cpu_times()[:2]))
+        out["bench"] = sum(psutil.Process().cpu_times()[:2])
+        return out
+
+
+def cpu_share(before: dict[str, float], after: dict[str, float], seconds: float) -> dict[str, float]:
+    """Cores used per service between two `cpu_seconds` snapshots (a process that ended in between is left out)."""
+    return {k: round((after[k] - before.get(k, 0)) / seconds, 2) for k in sorted(after) if after[k] > before.get(k, 0)}
 
 
 class Workload:

@@ -29,7 +29,7 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 
 from bench.corpus import queries
 from bench.report import RESULTS, ROOT, percentiles
-from bench.run import System
+from bench.run import System, cpu_share
 from memento_shared.principal import HEADER, SCOPES, Principal, encode_principal
 
 SPEC = {"remember_p95_ms": 15.0, "throughput_per_s": 500.0, "embedding_share_of_model": 0.8}
@@ -151,9 +151,10 @@ async def main_async(args: argparse.Namespace) -> dict:
         print(f"bench: {rate:.1f} documents/s; now {args.seconds:g} s of remember ...", flush=True)
         counter = iter(range(10**9))
         run = through_gateway if args.path == "gateway" else direct
-        started = time.perf_counter()
+        cpu_before, started = system.cpu_seconds(), time.perf_counter()
         latencies = await run(system, workspace, args.seconds, args.clients, Pacer(args.rate), counter)
         elapsed = time.perf_counter() - started
+        cores = cpu_share(cpu_before, system.cpu_seconds(), elapsed)
         print(f"bench: {len(latencies)} writes acknowledged; waiting up to {args.drain:g} s for embeddings ...")
         embedding = await lag(system.owner_url(), workspace, args.drain)
         return {
@@ -166,6 +167,7 @@ async def main_async(args: argparse.Namespace) -> dict:
             "model_documents_per_s": round(rate, 1),
             "remember": percentiles(latencies) | {"throughput_per_s": round(len(latencies) / elapsed, 1)},
             "embedding": embedding,
+            "cores_during_load": cores,
             "memory_mb": system.memory(),
         }
     finally:
@@ -187,6 +189,8 @@ def report(r: dict) -> None:
     )
     lag = emb["lag_s"]
     print(f"{'embedding lag p50 / p95 s':38} {lag.get('p50_s')} / {lag.get('p95_s')}   (no SPEC figure)")
+    cores = ", ".join(f"{k} {v}" for k, v in sorted(r.get("cores_during_load", {}).items(), key=lambda kv: -kv[1]))
+    print(f"{'cores used during the load':38} {cores}")
     print(f"{'embedded / written':38} {emb['embedded']} / {emb['written']}{'' if emb['drained'] else ' (not drained)'}")
 
 
