@@ -115,6 +115,8 @@ class Settings(BaseSettings):
     worker_shutdown_grace_s: float = Field(20.0, alias="WORKER_SHUTDOWN_GRACE_SECONDS")
     outbox_batch_size: int = Field(500, alias="OUTBOX_BATCH_SIZE")
     outbox_poll_interval_s: float = Field(1.0, alias="OUTBOX_POLL_INTERVAL_SECONDS")
+    # after a NOTIFY, wait this long for more commits before claiming: one round for many events under load
+    outbox_gather_s: float = Field(0.01, alias="OUTBOX_GATHER_SECONDS", ge=0, le=1)
     # WAITAOF before marking events published, so a Redis crash cannot lose an acknowledged enqueue
     outbox_durable_enqueue: bool = Field(True, alias="OUTBOX_DURABLE_ENQUEUE")
     # embedding providers (EMBEDDING_PROVIDER: offline | openai | openai_compat | voyage | jina)

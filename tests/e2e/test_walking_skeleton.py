@@ -17,8 +17,11 @@ from tests.e2e.conftest import ACCESS_KEY
 pytestmark = pytest.mark.e2e
 
 
-def mcp_client(system, **kwargs) -> Client:
-    http = create_mcp_http_client(headers={"Authorization": f"Bearer {ACCESS_KEY}"})
+def mcp_client(system, workspace: str | None = None, **kwargs) -> Client:
+    headers = {"Authorization": f"Bearer {ACCESS_KEY}"}
+    if workspace:
+        headers["X-Memento-Workspace"] = workspace
+    http = create_mcp_http_client(headers=headers)
     return Client(streamable_http_client(system.mcp_url, http_client=http), **kwargs)
 
 
@@ -27,7 +30,8 @@ def payload(result) -> dict:
 
 
 async def test_tools_list_remember_and_recall_by_keywords_then_by_meaning(system):
-    async with mcp_client(system) as client:
+    # a workspace of its own: other tests' fragments, once embedded, would also pass the 0.5 threshold
+    async with mcp_client(system, workspace=f"skeleton-{time.time_ns()}") as client:
         tools = {t.name: t for t in (await client.list_tools()).tools}
         assert {"remember", "recall"} <= set(tools)
         assert tools["remember"].input_schema["required"] == ["content", "topic", "type"]

@@ -14,7 +14,7 @@ from memento_memory_api.outbox_relay import relay_once
 from memento_memory_api.uow import Scope, UnitOfWorkFactory
 from memento_shared.db.pool import create_pool
 from memento_shared.db.rls import begin_sql, transaction_as
-from memento_shared.events import job_id, queue_key
+from memento_shared.events import Event, job_id, queue_key
 from memento_shared.worker import Runtime, create_queue_pool
 
 
@@ -127,3 +127,30 @@ async def test_one_round_trip_begin_quotes_principal_values_and_leaves_nothing_b
             begin_sql(tenant_id="nul\x00byte", workspace="w", agent_id="a")
     finally:
         await pool.close()
+
+
+async def test_events_travel_with_the_commit_verbatim_or_not_at_all(app_pool, owner_pool, tenant):
+    """The unit of work sends its outbox rows as literals in the COMMIT's round trip: whatever a payload holds
+    arrives as it was, and a row the database refuses takes the whole write with it."""
+    hostile = {"fragment_id": "x'); DELETE FROM agent_memory.outbox; --\\", "note": "é \\n \" ' \\' 😀", "n": [1, None]}
+    uow_factory = UnitOfWorkFactory(app_pool)
+    async with uow_factory(Scope(tenant, "default", "default")) as uow:
+        await _insert_fragment(uow, tenant, "frag-verbatim-" + tenant)
+        uow.emit("fragment.amended", hostile)
+    rows = await owner_pool.fetch(
+        "SELECT event_type, payload, traceparent FROM agent_memory.outbox WHERE tenant_id = $1 ORDER BY event_type",
+        tenant,
+    )
+    assert [r["event_type"] for r in rows] == ["fragment.amended", "fragment.stored"]
+    assert json.loads(rows[0]["payload"]) == hostile
+
+    # an event outside the caller's tenant breaks the outbox's row-level policy at COMMIT time
+    with pytest.raises(Exception, match="row-level security"):
+        async with uow_factory(Scope(tenant, "default", "default")) as uow:
+            await _insert_fragment(uow, tenant, "frag-refused-" + tenant)
+            uow.events.append(Event("fragment.stored", "another-" + tenant, "default", {"fragment_id": "x"}))
+    assert not await owner_pool.fetchval(
+        "SELECT count(*) FROM agent_memory.fragments WHERE id = $1", "frag-refused-" + tenant
+    ), "the fragment must not outlive its refused event"
+    async with uow_factory(Scope(tenant, "default", "default")) as uow:  # the pooled connection is clean again
+        assert await uow.conn.fetchval("SELECT current_setting('memento.tenant_id')") == tenant

@@ -3,7 +3,6 @@ demand (`consolidate`, memento_shared.consolidation) and on CONSOLIDATION_CRON."
 
 from __future__ import annotations
 
-
 from memento_consolidator import jobs, schedule
 from memento_consolidator.handlers import HANDLERS
 from memento_shared import eventloop

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 from memento_evaluator import service
 from memento_evaluator.handlers import HANDLERS
 from memento_shared import eventloop

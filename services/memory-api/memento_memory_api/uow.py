@@ -9,7 +9,7 @@ from typing import Any
 
 import asyncpg
 
-from memento_shared.db.outbox import insert_events
+from memento_shared.db.outbox import insert_sql
 from memento_shared.db.rls import Access, transaction_as
 from memento_shared.events import Event
 from memento_shared.telemetry.tracing import current_traceparent
@@ -49,9 +49,13 @@ class UnitOfWorkFactory:
             "agent_id": scope.agent_id,
             "access": scope.access,
         }
-        async with self.pool.acquire() as conn, transaction_as(conn, **principal):
-            uow = UnitOfWork(conn, scope)
+        events: list[Event] = []
+
+        def outbox_rows() -> str:  # sent with the COMMIT: a write costs no extra round trip for its events
+            return insert_sql(events, current_traceparent())
+
+        async with self.pool.acquire() as conn, transaction_as(conn, **principal, commit_with=outbox_rows):
+            uow = UnitOfWork(conn, scope, events)
             yield uow
-            await insert_events(conn, uow.events, current_traceparent())
         for callback in uow.after_commit:  # committed: now Redis and anything else that must not see a rollback
             await callback()

@@ -4,20 +4,26 @@ from __future__ import annotations
 
 import asyncpg
 
+from memento_shared import jsonio
+from memento_shared.db.rls import literal
 from memento_shared.events import Event
 
 CHANNEL = "memento_outbox"
 
 
-async def insert_events(conn: asyncpg.Connection, events: list[Event], traceparent: str | None) -> None:
-    """Must run inside the writer's transaction; the insert trigger NOTIFYs the relay at commit."""
+def insert_sql(events: list[Event], traceparent: str | None) -> str:
+    """The INSERT of `events` as one statement with literal values, for transaction_as(commit_with=...): the rows
+    travel with the COMMIT instead of costing a round trip of their own. Values are escape-string literals (the
+    same quoting as the principal's), so the statement's text never depends on what a value holds."""
     if not events:
-        return
-    await conn.executemany(
-        "INSERT INTO agent_memory.outbox (id, tenant_id, workspace, event_type, payload, traceparent)"
-        " VALUES ($1, $2, $3, $4, $5, $6)",
-        [(e.id, e.tenant_id, e.workspace, e.type, e.payload, traceparent) for e in events],
+        return ""
+    trace = literal(traceparent) if traceparent else "NULL"
+    rows = ", ".join(
+        f"({literal(e.id)}::uuid, {literal(e.tenant_id)}, {literal(e.workspace)}, {literal(e.type)},"
+        f" {literal(jsonio.dumps_str(e.payload))}::jsonb, {trace})"
+        for e in events
     )
+    return f"INSERT INTO agent_memory.outbox (id, tenant_id, workspace, event_type, payload, traceparent) VALUES {rows}"
 
 
 async def claim_batch(conn: asyncpg.Connection, limit: int) -> list[asyncpg.Record]:

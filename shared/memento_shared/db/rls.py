@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Literal
 
@@ -30,7 +30,7 @@ async def set_system(conn: asyncpg.Connection) -> None:
     await set_principal(conn, tenant_id="", workspace="", agent_id="system", access="system")
 
 
-def _literal(value: str) -> str:
+def literal(value: str) -> str:
     """An escape-string literal: read the same whatever standard_conforming_strings says."""
     if "\x00" in value:
         raise ValueError("a principal value cannot contain NUL")
@@ -39,27 +39,39 @@ def _literal(value: str) -> str:
 
 def begin_sql(*, tenant_id: str, workspace: str, agent_id: str, access: Access = "agent") -> str:
     values = (tenant_id, workspace, agent_id, access)
-    calls = ", ".join(f"set_config('{name}', {_literal(v)}, true)" for name, v in zip(SETTINGS, values, strict=True))
+    calls = ", ".join(f"set_config('{name}', {literal(v)}, true)" for name, v in zip(SETTINGS, values, strict=True))
     return f"BEGIN; SELECT {calls}"
 
 
 @asynccontextmanager
 async def transaction_as(
-    conn: asyncpg.Connection, *, tenant_id: str, workspace: str, agent_id: str, access: Access = "agent"
+    conn: asyncpg.Connection,
+    *,
+    tenant_id: str,
+    workspace: str,
+    agent_id: str,
+    access: Access = "agent",
+    commit_with: Callable[[], str] | None = None,
 ) -> AsyncIterator[asyncpg.Connection]:
     """A transaction acting as the principal, opened with one round trip instead of two.
 
     BEGIN and the set_config calls travel as one simple-protocol query (which takes no parameters, hence the
-    literals). Commits on success, rolls back on any exception. The hot paths (every tool call, the relay) use
+    literals). Commits on success, rolls back on any exception; `commit_with` gives the last statements, sent with
+    the COMMIT in one round trip (the unit of work's outbox rows). The hot paths (every tool call, the relay) use
     this; round trips between processes are the main cost of a call on a small machine.
     """
     await conn.execute(begin_sql(tenant_id=tenant_id, workspace=workspace, agent_id=agent_id, access=access))
     try:
         yield conn
+        last = commit_with() if commit_with else ""
     except BaseException:
         await _rollback(conn)
         raise
-    await conn.execute("COMMIT")
+    try:
+        await conn.execute(f"{last}; COMMIT" if last else "COMMIT")
+    except BaseException:
+        await _rollback(conn)  # the last statements failed: the server already aborted; end the transaction
+        raise
 
 
 async def _rollback(conn: asyncpg.Connection) -> None:
