@@ -22,7 +22,6 @@ import time
 from pathlib import Path
 from urllib.parse import urlsplit
 
-import httpx
 import psutil
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
@@ -32,6 +31,7 @@ from bench.corpus import TOPICS, keyword_pool, queries
 from bench.load import load
 from bench.report import percentiles, print_table, write_results
 from memento_devtools.embedded import spawn
+from memento_shared.internal_http import InternalClient
 from memento_shared.principal import HEADER, SCOPES, Principal, encode_principal
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -186,21 +186,24 @@ async def through_gateway(system: System, workload: Workload, op: str, concurren
 async def direct(system: System, workload: Workload, op: str, concurrency: int, ops: int) -> list[float]:
     secret = system.secrets["internal_secret"]
     latencies: list[float] = []
-    async with httpx.AsyncClient(base_url=system.service_url("memory-api"), timeout=30) as client:
+    # the client the gateway itself uses for this hop, so the figures compare
+    client = InternalClient(system.service_url("memory-api"), timeout_s=30)
 
-        async def loop(count: int) -> None:
-            for i in range(count + 3):
-                principal = Principal(tenant_id="default", scopes=SCOPES, workspace=WORKSPACE)
-                headers = {HEADER: encode_principal(principal, secret)}
-                started = time.perf_counter()
-                response = await client.post(
-                    f"/v1/tools/{TOOL.get(op, op)}", json={"arguments": workload.args(op)}, headers=headers
-                )
-                if i >= 3:
-                    latencies.append(time.perf_counter() - started)
-                response.raise_for_status()
+    async def loop(count: int) -> None:
+        for i in range(count + 3):
+            principal = Principal(tenant_id="default", scopes=SCOPES, workspace=WORKSPACE)
+            headers = {HEADER: encode_principal(principal, secret)}
+            started = time.perf_counter()
+            answer = await client.post_json(f"/v1/tools/{TOOL.get(op, op)}", {"arguments": workload.args(op)}, headers)
+            if i >= 3:
+                latencies.append(time.perf_counter() - started)
+            if answer.status != 200:
+                raise SystemExit(f"bench: {op} failed with HTTP {answer.status}")
 
+    try:
         await asyncio.gather(*(loop(ops // concurrency) for _ in range(concurrency)))
+    finally:
+        await client.aclose()
     return latencies
 
 
@@ -208,13 +211,17 @@ async def query_embedding_time(system: System, count: int) -> list[float]:
     """The model's own query-embedding time, measured in the same run (SPEC: recall by text ≤ this + 20 ms)."""
     latencies = []
     texts = queries(count + 3, seed=99)
-    async with httpx.AsyncClient(base_url=system.service_url("embedder"), timeout=30) as client:
+    client = InternalClient(system.service_url("embedder"), timeout_s=30)  # as memory-api calls it
+    try:
         for i, text in enumerate(texts):
             started = time.perf_counter()
-            response = await client.post("/v1/embeddings", json={"input": [text], "input_type": "query"})
-            response.raise_for_status()
+            answer = await client.post_json("/v1/embeddings", {"input": [text], "input_type": "query"})
+            if answer.status != 200:
+                raise SystemExit(f"bench: the embedder answered HTTP {answer.status}")
             if i >= 3:
                 latencies.append(time.perf_counter() - started)
+    finally:
+        await client.aclose()
     return latencies
 
 

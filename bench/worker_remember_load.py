@@ -30,6 +30,7 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from bench.corpus import queries
 from bench.report import RESULTS, ROOT, percentiles
 from bench.run import System, cpu_share
+from memento_shared.internal_http import InternalClient
 from memento_shared.principal import HEADER, SCOPES, Principal, encode_principal
 
 SPEC = {"remember_p95_ms": 15.0, "throughput_per_s": 500.0, "embedding_share_of_model": 0.8}
@@ -89,17 +90,21 @@ async def direct(system, workspace, seconds, clients, pacer, counter) -> list[fl
     headers = {HEADER: encode_principal(principal, system.secrets["internal_secret"])}
     latencies: list[float] = []
     deadline = time.monotonic() + seconds
-    async with httpx.AsyncClient(base_url=system.service_url("memory-api"), timeout=30, headers=headers) as client:
+    client = InternalClient(system.service_url("memory-api"), timeout_s=30)  # the gateway's own client for this hop
 
-        async def loop() -> None:
-            while time.monotonic() < deadline:
-                await pacer.wait()
-                started = time.perf_counter()
-                response = await client.post("/v1/tools/remember", json={"arguments": note(next(counter))})
-                latencies.append(time.perf_counter() - started)
-                response.raise_for_status()
+    async def loop() -> None:
+        while time.monotonic() < deadline:
+            await pacer.wait()
+            started = time.perf_counter()
+            answer = await client.post_json("/v1/tools/remember", {"arguments": note(next(counter))}, headers)
+            latencies.append(time.perf_counter() - started)
+            if answer.status != 200:
+                raise SystemExit(f"bench: remember failed with HTTP {answer.status}")
 
+    try:
         await asyncio.gather(*(loop() for _ in range(clients)))
+    finally:
+        await client.aclose()
     return latencies
 
 
