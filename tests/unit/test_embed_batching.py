@@ -4,6 +4,7 @@ of document embeddings (the model is shared, one call at a time)."""
 from __future__ import annotations
 
 import asyncio
+import threading
 
 import numpy as np
 
@@ -29,4 +30,35 @@ async def test_a_query_overtakes_a_document_batch_in_progress():
         whole = OfflineProvider(threads=1).embed(texts[:3], "document")
         assert np.allclose(np.stack(vectors[:3]), whole, atol=1e-5)
     finally:
+        await batcher.aclose()
+
+
+class GatedModel(OfflineProvider):
+    """The real offline model, whose document calls wait at a gate the test opens: a document call 'in progress'
+    for as long as the test likes."""
+
+    def __init__(self, threads: int = 1, gate: threading.Event | None = None) -> None:
+        super().__init__(threads)
+        self.gate = gate or threading.Event()
+
+    def replica(self) -> GatedModel:
+        return GatedModel(self.threads, self.gate)
+
+    def embed(self, texts, input_type):
+        if input_type == "document":
+            self.gate.wait(30)
+        return super().embed(texts, input_type)
+
+
+async def test_a_query_does_not_wait_for_the_document_call_in_progress():
+    model = GatedModel()
+    batcher = Batcher(model, max_batch=16, window_s=0.0)
+    try:
+        document = asyncio.create_task(batcher.embed_document("the staging migration needs the force flag"))
+        await asyncio.sleep(0.05)  # the document call is on the model, held at the gate
+        query = await asyncio.wait_for(batcher.embed_queries(["which flag does the migration need"]), 10)
+        assert not document.done(), "the document call should still be held"
+        assert query.shape == (1, 384)
+    finally:
+        model.gate.set()
         await batcher.aclose()

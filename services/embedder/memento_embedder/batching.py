@@ -4,7 +4,8 @@ write each batch's vectors in one transaction.
 Each fragment arrives as its own arq job; up to `max_jobs` of them run at once and meet here, so the provider
 sees batches of `max_batch` texts and Postgres sees one multi-row write per batch instead of one commit per
 fragment (the HNSW insert itself costs the same either way; see README). Queries (on a recall's request path)
-skip the document queue so a backlog of writes never delays a search.
+skip the document queue so a backlog of writes never delays a search, and a local model that offers a replica
+runs them on it, on their own thread, so they do not wait for the document call in progress either.
 """
 
 from __future__ import annotations
@@ -42,9 +43,12 @@ class Batcher:
         self.limiter = limiter or ProviderLimiter(provider.name, concurrency=4)
         self.store = store
         self._is_async = inspect.iscoroutinefunction(provider.embed)
-        # A local model is not re-entrant and already uses every core: one call at a time, on one thread.
-        self._executor = None if self._is_async else ThreadPoolExecutor(max_workers=1, thread_name_prefix="embed")
-        self._model_lock = None if self._is_async else asyncio.Lock()
+        # A local model is not re-entrant: one call at a time per instance, each instance on its own thread.
+        self._lanes: dict[InputType, _Lane] = {}
+        if not self._is_async:
+            documents = _Lane(provider, "embed")
+            replica = getattr(provider, "replica", None)
+            self._lanes = {"document": documents, "query": _Lane(replica(), "embed-query") if replica else documents}
         self._pending: list[tuple[str, Any, asyncio.Future]] = []
         self._pump_task: asyncio.Task | None = None
         self._in_flight: set[asyncio.Task] = set()
@@ -53,14 +57,16 @@ class Batcher:
         if self._is_async:
             return await self.provider.embed(texts, input_type)
         # The local model gains nothing from batching (35 ms per text at 1, 4 or 8, worse at 16), so a document
-        # batch runs a few texts per model call and takes the lock for each: a query arriving meanwhile (a recall
-        # waiting) gets the model next instead of after the whole batch. asyncio.Lock serves waiters in order.
+        # batch runs a few texts per model call and takes its lane's lock for each: without a query lane, a query
+        # arriving meanwhile gets the model next instead of after the whole batch (asyncio.Lock is first come,
+        # first served).
+        lane = self._lanes[input_type]
         loop = asyncio.get_running_loop()
         parts = []
         for start in range(0, len(texts), LOCAL_MODEL_CALL):
-            async with self._model_lock:
+            async with lane.lock:
                 chunk = texts[start : start + LOCAL_MODEL_CALL]
-                parts.append(await loop.run_in_executor(self._executor, self.provider.embed, chunk, input_type))
+                parts.append(await loop.run_in_executor(lane.executor, lane.provider.embed, chunk, input_type))
         return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
     async def _run(self, texts: list[str], input_type: InputType) -> np.ndarray:
@@ -128,12 +134,20 @@ class Batcher:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-        if self._executor:
-            self._executor.shutdown(wait=False, cancel_futures=True)
+        self.close()
         closer = getattr(self.provider, "aclose", None)
         if closer:
             await closer()
 
     def close(self) -> None:
-        if self._executor:
-            self._executor.shutdown(wait=False, cancel_futures=True)
+        for lane in set(self._lanes.values()):
+            lane.executor.shutdown(wait=False, cancel_futures=True)
+
+
+class _Lane:
+    """One instance of a local model, its thread, and the lock that keeps it to one call at a time."""
+
+    def __init__(self, provider: Provider, thread_name: str) -> None:
+        self.provider = provider
+        self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=thread_name)
+        self.lock = asyncio.Lock()

@@ -2,7 +2,8 @@
 Voyage, Jina), and the one error type they raise.
 
 `embed` may be a plain function (the offline model: CPU-bound, run on a worker thread by the Batcher) or a
-coroutine (HTTP providers). Vectors come back as (len(texts), dimension) float32, L2-normalised.
+coroutine (HTTP providers). Vectors come back as (len(texts), dimension) float32, L2-normalised. A local model
+may also offer `replica()`: a second, independent instance the Batcher keeps for queries alone.
 """
 
 from __future__ import annotations
