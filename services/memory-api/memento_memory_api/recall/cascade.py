@@ -3,6 +3,7 @@ then ranking, the token budget and one-hop links."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from datetime import UTC, datetime
@@ -27,83 +28,107 @@ async def recall(ctx: ToolContext, args: RecallArgs) -> dict[str, Any]:
     scope = ctx.scope
     agents = ctx.visible_agents()
     keywords = normalise_keywords(args.keywords or [])
+    # Started before the transaction and awaited inside it: the query embedding (the model's tens of ms) runs while
+    # Postgres does the lexical and keyword work, and the L1 read while the transaction opens.
+    embedding = asyncio.create_task(_query_vector(ctx, args.text)) if args.text else None
+    l1_read = None
+    if keywords and agents is not None:  # L1 is keyed by agent namespace; admin reads span every agent
+        l1_read = asyncio.create_task(
+            l1.lookup(ctx.redis, scope.tenant_id, scope.workspace, agents, keywords, CANDIDATES)
+        )
+    try:
+        async with ctx.uow(scope) as uow:
+            return await _recall_in(ctx, args, uow.conn, keywords, agents, embedding, l1_read)
+    finally:
+        for task in (embedding, l1_read):
+            if task is not None and not task.done():
+                task.cancel()
+
+
+async def _query_vector(ctx: ToolContext, text: str) -> Any:
+    try:
+        return await ctx.embedder.embed_query(text, ctx.profile.id)
+    except EmbeddingUnavailable as exc:
+        log.warning("recall.embedding_unavailable", extra={"error_type": str(exc)})
+        return None
+
+
+async def _recall_in(
+    ctx: ToolContext,
+    args: RecallArgs,
+    conn: Any,
+    keywords: list[str],
+    agents: list[str] | None,
+    embedding: asyncio.Task | None,
+    l1_read: asyncio.Task | None,
+) -> dict[str, Any]:
+    scope = ctx.scope
     tiers: dict[str, str] = {}
     similarity: dict[str, float] = {}
     ranked_lists: list[list[str]] = []
-
-    query_vector = None
-    if args.text:
-        try:
-            query_vector = await ctx.embedder.embed_query(args.text, ctx.profile.id)
-        except EmbeddingUnavailable as exc:
-            log.warning("recall.embedding_unavailable", extra={"error_type": str(exc)})
-
-    async with ctx.uow(scope) as uow:
-        conn = uow.conn
-        rows: dict[str, Any] = {}
-        if keywords:
-            # L1 is keyed by agent namespace; admin reads span every agent, which only Postgres can list
-            l1_ids = None
-            if agents is not None:
-                l1_ids = await l1.lookup(ctx.redis, scope.tenant_id, scope.workspace, agents, keywords, CANDIDATES)
-            if l1_ids:
-                for row in await repo.fetch_by_ids(conn, l1_ids, args.topic, args.type):
-                    rows[row["id"]] = row
-                    tiers.setdefault(row["id"], "L1")
-            # L2 adds partial matches (any keyword) and covers L1 being down or still rebuilding; for one keyword
-            # and no filter, a ready L1 already holds exactly what L2 would find.
-            l1_complete = l1_ids is not None and len(keywords) == 1 and args.topic is None and args.type is None
-            if not l1_complete and len(rows) < CANDIDATES:
-                for row in await repo.by_keywords(conn, keywords, agents, args.topic, args.type, CANDIDATES):
-                    rows.setdefault(row["id"], row)
-                    tiers.setdefault(row["id"], "L2")
-            ranked_lists.append(sorted(rows, key=lambda i: (tiers[i] != "L1", -rows[i]["importance"])))
-
-        if args.text:
-            started = time.perf_counter()
-            if query_vector is not None:
-                hits = await vector.search(
-                    conn,
-                    ctx.profile.id,
-                    ctx.profile.dimension,
-                    query_vector,
-                    scope.tenant_id,
-                    scope.workspace,
-                    agents,
-                    CANDIDATES,
-                    ctx.settings.vector_exact_max_rows,
-                )
-                hits = [(i, s) for i, s in hits if args.threshold is None or s >= args.threshold]
-                similarity.update(hits)
-                ranked_lists.append([i for i, _ in hits])
-            ranked_lists.append(await lexical.search(conn, args.text, agents, CANDIDATES))
-            SEARCH_LATENCY.labels("hybrid" if query_vector is not None else "lexical").observe(
-                time.perf_counter() - started
-            )
-            missing = [i for ranking in ranked_lists for i in ranking if i not in rows]
-            if missing:
-                for row in await repo.fetch_by_ids(conn, missing, args.topic, args.type):
-                    rows[row["id"]] = row
-                    tiers.setdefault(row["id"], "L3")
-
-        if not keywords and not args.text:
-            for row in await repo.recent(conn, agents, args.topic, args.type, CANDIDATES):
+    rows: dict[str, Any] = {}
+    if keywords:
+        l1_ids = await l1_read if l1_read is not None else None
+        if l1_ids:
+            for row in await repo.fetch_by_ids(conn, l1_ids, args.topic, args.type):
                 rows[row["id"]] = row
+                tiers.setdefault(row["id"], "L1")
+        # L2 adds partial matches (any keyword) and covers L1 being down or still rebuilding; for one keyword
+        # and no filter, a ready L1 already holds exactly what L2 would find.
+        l1_complete = l1_ids is not None and len(keywords) == 1 and args.topic is None and args.type is None
+        if not l1_complete and len(rows) < CANDIDATES:
+            for row in await repo.by_keywords(conn, keywords, agents, args.topic, args.type, CANDIDATES):
+                rows.setdefault(row["id"], row)
                 tiers.setdefault(row["id"], "L2")
+        ranked_lists.append(sorted(rows, key=lambda i: (tiers[i] != "L1", -rows[i]["importance"])))
 
-        order = _order(ctx, rows, ranked_lists, bool(args.text))
-        chosen, used = _within_budget(order, rows, args.tokenBudget)
-        linked_rows: list[Any] = []
-        if args.includeLinks and chosen:
-            relations = [args.linkRelationType] if args.linkRelationType else DEFAULT_LINK_TYPES
-            limit = int(ctx.settings.memory_config.get("linkedFragmentLimit", 10))
-            for row in await repo.linked(conn, chosen, relations, limit):
-                if row["id"] in rows and row["id"] in chosen:
-                    continue
-                if used + row["estimated_tokens"] > args.tokenBudget:
-                    continue
-                used += row["estimated_tokens"]
-                linked_rows.append(row)
+    if embedding is not None:
+        started = time.perf_counter()
+        lexical_ids = await lexical.search(conn, args.text, agents, CANDIDATES)
+        query_vector = await embedding
+        if query_vector is not None:
+            hits = await vector.search(
+                conn,
+                ctx.profile.id,
+                ctx.profile.dimension,
+                query_vector,
+                scope.tenant_id,
+                scope.workspace,
+                agents,
+                CANDIDATES,
+                ctx.settings.vector_exact_max_rows,
+            )
+            hits = [(i, s) for i, s in hits if args.threshold is None or s >= args.threshold]
+            similarity.update(hits)
+            ranked_lists.append([i for i, _ in hits])
+        ranked_lists.append(lexical_ids)
+        SEARCH_LATENCY.labels("hybrid" if query_vector is not None else "lexical").observe(
+            time.perf_counter() - started
+        )
+        missing = [i for ranking in ranked_lists for i in ranking if i not in rows]
+        if missing:
+            for row in await repo.fetch_by_ids(conn, missing, args.topic, args.type):
+                rows[row["id"]] = row
+                tiers.setdefault(row["id"], "L3")
+
+    if not keywords and not args.text:
+        for row in await repo.recent(conn, agents, args.topic, args.type, CANDIDATES):
+            rows[row["id"]] = row
+            tiers.setdefault(row["id"], "L2")
+
+    order = _order(ctx, rows, ranked_lists, bool(args.text))
+    chosen, used = _within_budget(order, rows, args.tokenBudget)
+    linked_rows: list[Any] = []
+    if args.includeLinks and chosen:
+        relations = [args.linkRelationType] if args.linkRelationType else DEFAULT_LINK_TYPES
+        limit = int(ctx.settings.memory_config.get("linkedFragmentLimit", 10))
+        for row in await repo.linked(conn, chosen, relations, limit):
+            if row["id"] in rows and row["id"] in chosen:
+                continue
+            if used + row["estimated_tokens"] > args.tokenBudget:
+                continue
+            used += row["estimated_tokens"]
+            linked_rows.append(row)
 
     for tier in tiers.values():
         RECALL_TIER_HITS.labels(tier).inc()
