@@ -42,31 +42,22 @@ from memento_shared.telemetry.metrics import GATEWAY_STREAMS
 log = logging.getLogger(__name__)
 TRANSPORT = "streamable-http"
 SESSION_HEADER = "mcp-session-id"
-UNREAD = object()  # _session: nothing prefetched, read the session now
 BATCH_VERSION = "2025-03-26"  # JSON-RPC batches came with 2025-03-26 and left with 2025-06-18
 
 
-async def _caller(request: Request, gw: Gateway) -> Caller | Response:
-    caller = await common.authenticate(request, gw)
-    if isinstance(caller, Response):
-        return caller
-    return common.version_header_problem(request) or caller
-
-
 async def _admitted(request: Request, gw: Gateway) -> tuple[Caller, Session | None] | Response:
-    """_caller, with the session the request names already read (common.admit)."""
+    """The caller and the session its request names (None: unknown or expired), read with the rate check in one
+    Redis round trip (common.admit); or the response refusing the request."""
     admitted = await common.admit(request, gw, request.headers.get(SESSION_HEADER))
     if isinstance(admitted, Response):
         return admitted
     return common.version_header_problem(request) or admitted
 
 
-async def _session(request: Request, gw: Gateway, caller: Caller, prefetched: Any = UNREAD) -> Session | Response:
-    """The request's session if the caller may use it; `prefetched` is what common.admit already read."""
-    session_id = request.headers.get(SESSION_HEADER)
-    if not session_id:
+def _session(request: Request, caller: Caller, session: Session | None) -> Session | Response:
+    """The request's session if the caller may use it."""
+    if not request.headers.get(SESSION_HEADER):
         return common.rpc_error(400, INVALID_REQUEST, "Bad Request: Mcp-Session-Id header is required after initialize")
-    session = await gw.sessions.get(session_id) if prefetched is UNREAD else prefetched
     if session is None or session.transport != TRANSPORT or not session.owned_by(caller.principal):
         return common.rpc_error(404, INVALID_REQUEST, "Session not found: it ended or expired; initialize again")
     return session
@@ -95,13 +86,13 @@ async def post(request: Request) -> Response:
     try:
         parsed = parse_body(raw)
         if isinstance(parsed, list):
-            return await _batch(request, gw, caller, parsed, json_ok)
+            return await _batch(request, gw, caller, prefetched, parsed, json_ok)
         message = classify(parsed)
     except RpcError as exc:
         return common.rpc_failure(400, exc)
     if message.kind == "request" and message.method == "initialize":
         return await _initialize(request, gw, caller, message, json_ok)
-    session = await _session(request, gw, caller, prefetched)
+    session = _session(request, caller, prefetched)
     if isinstance(session, Response):
         return session
     if message.kind != "request":
@@ -173,10 +164,12 @@ async def _initialize(request: Request, gw: Gateway, caller: Caller, message: Me
     return _reply(result_response(message.id, initialize_result(version)), json_ok, {"Mcp-Session-Id": session.id})
 
 
-async def _batch(request: Request, gw: Gateway, caller: Caller, items: list[Any], json_ok: bool) -> Response:
+async def _batch(
+    request: Request, gw: Gateway, caller: Caller, prefetched: Session | None, items: list[Any], json_ok: bool
+) -> Response:
     if not items:
         return common.rpc_error(400, INVALID_REQUEST, "Invalid Request: empty batch")
-    session = await _session(request, gw, caller)
+    session = _session(request, caller, prefetched)
     if isinstance(session, Response):
         return session
     if session.protocol_version != BATCH_VERSION:
@@ -206,12 +199,13 @@ async def _batch(request: Request, gw: Gateway, caller: Caller, items: list[Any]
 
 async def get(request: Request) -> Response:
     gw = gateway(request)
-    caller = await _caller(request, gw)
-    if isinstance(caller, Response):
-        return caller
+    admitted = await _admitted(request, gw)
+    if isinstance(admitted, Response):
+        return admitted
+    caller, prefetched = admitted
     if not common.accepts(request)[1]:
         return common.rpc_error(406, INVALID_REQUEST, "Not Acceptable: GET /mcp needs Accept: text/event-stream")
-    session = await _session(request, gw, caller)
+    session = _session(request, caller, prefetched)
     if isinstance(session, Response):
         return session
     stream_id = secrets.token_urlsafe(12)
@@ -247,10 +241,11 @@ async def _server_stream(gw: Gateway, session: Session, identity: str, stream_id
 
 async def delete(request: Request) -> Response:
     gw = gateway(request)
-    caller = await _caller(request, gw)
-    if isinstance(caller, Response):
-        return caller
-    session = await _session(request, gw, caller)
+    admitted = await _admitted(request, gw)
+    if isinstance(admitted, Response):
+        return admitted
+    caller, prefetched = admitted
+    session = _session(request, caller, prefetched)
     if isinstance(session, Response):
         return session
     await gw.sessions.delete(session.id)
