@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 
 from memento_embedder.registry import store_vectors
-from memento_shared.db.rls import set_system
+from memento_shared.db.rls import system_transaction
 from memento_shared.worker import Runtime
 
 # (fragment, profile) pairs without a vector for the fragment's current content, in the profiles that take writes
@@ -24,8 +24,7 @@ async def embed_fragments(fragment_ids: list[str], rt: Runtime) -> int:
     """Embed and store what is missing for these fragments; returns how many vectors were written."""
     registry = rt.state.get("registry")
     only = None if registry else rt.state["profile_id"]  # a runtime wired with one fixed profile (tests)
-    async with rt.pool.acquire() as conn, conn.transaction():
-        await set_system(conn)
+    async with rt.pool.acquire() as conn, system_transaction(conn):
         rows = await conn.fetch(_MISSING_SQL, fragment_ids, only)
     if not rows:
         return 0  # deleted since, or already embedded: a re-delivered event is a no-op

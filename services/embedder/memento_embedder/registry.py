@@ -16,7 +16,7 @@ from memento_embedder import profiles
 from memento_embedder.batching import Batcher
 from memento_embedder.providers import build_provider
 from memento_embedder.providers.base import Provider, ProviderError
-from memento_shared.db.rls import set_system
+from memento_shared.db.rls import system_transaction
 from memento_shared.settings import Settings
 from memento_shared.worker import ProviderLimiter
 
@@ -32,8 +32,7 @@ STORE_SQL = (
 async def store_vectors(pool: asyncpg.Pool, profile_id: str, keys: list, vectors: np.ndarray) -> None:
     """Write a batch: keys are (fragment_id, content_hash). A vector is kept only if the content is still what
     was embedded; a concurrent amend re-embeds on its own event."""
-    async with pool.acquire() as conn, conn.transaction():
-        await set_system(conn)
+    async with pool.acquire() as conn, system_transaction(conn):
         await conn.executemany(
             STORE_SQL, [(fid, profile_id, chash, vector) for (fid, chash), vector in zip(keys, vectors, strict=True)]
         )

@@ -12,7 +12,7 @@ import logging
 from memento_evaluator.scorers import Fragment
 from memento_evaluator.scorers.offline import NOVELTY_PLAN, NOVELTY_SQL, NOVELTY_WINDOW
 from memento_shared.consolidation import lifecycle
-from memento_shared.db.rls import set_system
+from memento_shared.db.rls import system_transaction
 from memento_shared.telemetry.metrics import EVALUATIONS
 from memento_shared.worker import Runtime
 
@@ -31,8 +31,7 @@ _WRITE_SQL = (
 
 async def evaluate_fragment(envelope: dict, rt: Runtime) -> None:
     fragment_id = envelope["payload"]["fragment_id"]
-    async with rt.pool.acquire() as conn, conn.transaction():
-        await set_system(conn)
+    async with rt.pool.acquire() as conn, system_transaction(conn):
         row = await conn.fetchrow(_LOAD_SQL, fragment_id)
         if row is None or row["judged"]:
             return  # deleted since, or already judged in its current form
@@ -47,8 +46,7 @@ async def evaluate_fragment(envelope: dict, rt: Runtime) -> None:
         EVALUATIONS.labels(scorer.name, "error").inc()
         raise
     half_life = float(lifecycle(rt.settings)["decay"]["utilityHalfLifeDays"])
-    async with rt.pool.acquire() as conn, conn.transaction():
-        await set_system(conn)
+    async with rt.pool.acquire() as conn, system_transaction(conn):
         # only if the content is still what was judged; an amend in between brings its own event
         await conn.execute(_WRITE_SQL, fragment_id, score.quality, row["updated_at"], half_life)
     EVALUATIONS.labels(scorer.name, "ok").inc()

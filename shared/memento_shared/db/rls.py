@@ -33,7 +33,7 @@ async def set_system(conn: asyncpg.Connection) -> None:
 def literal(value: str) -> str:
     """An escape-string literal: read the same whatever standard_conforming_strings says."""
     if "\x00" in value:
-        raise ValueError("a principal value cannot contain NUL")
+        raise ValueError("an SQL literal cannot contain NUL")
     return "E'" + value.replace("\\", "\\\\").replace("'", "''") + "'"
 
 
