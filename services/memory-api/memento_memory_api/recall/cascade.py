@@ -84,32 +84,45 @@ async def _recall_in(
 
     if embedding is not None:
         started = time.perf_counter()
+        # Everything that does not need the query vector runs while the model computes it: the lexical search, its
+        # rows, and the vector plan's choice; after it, one statement returns the nearest fragments' rows.
         lexical_ids = await lexical.search(conn, args.text, agents, CANDIDATES)
+        await _fetch_missing(conn, args, lexical_ids, rows, tiers)
+        strategy = await vector.choose(
+            conn,
+            ctx.profile.id,
+            ctx.profile.dimension,
+            scope.tenant_id,
+            scope.workspace,
+            agents,
+            CANDIDATES,
+            ctx.settings.vector_exact_max_rows,
+        )
         query_vector = await embedding
         if query_vector is not None:
             hits = await vector.search(
                 conn,
-                ctx.profile.id,
-                ctx.profile.dimension,
+                strategy,
                 query_vector,
                 scope.tenant_id,
                 scope.workspace,
                 agents,
                 CANDIDATES,
-                ctx.settings.vector_exact_max_rows,
+                args.topic,
+                args.type,
             )
-            hits = [(i, s) for i, s in hits if args.threshold is None or s >= args.threshold]
-            similarity.update(hits)
-            ranked_lists.append([i for i, _ in hits])
+            hits = [r for r in hits if args.threshold is None or r["similarity"] >= args.threshold]
+            for row in hits:
+                rows.setdefault(row["id"], row)
+                tiers.setdefault(row["id"], "L3")
+                similarity[row["id"]] = float(row["similarity"])
+            ranked_lists.append([r["id"] for r in hits])
+        else:
+            await vector.release(conn, strategy)
         ranked_lists.append(lexical_ids)
         SEARCH_LATENCY.labels("hybrid" if query_vector is not None else "lexical").observe(
             time.perf_counter() - started
         )
-        missing = [i for ranking in ranked_lists for i in ranking if i not in rows]
-        if missing:
-            for row in await repo.fetch_by_ids(conn, missing, args.topic, args.type):
-                rows[row["id"]] = row
-                tiers.setdefault(row["id"], "L3")
 
     if not keywords and not args.text:
         for row in await repo.recent(conn, agents, args.topic, args.type, CANDIDATES):
@@ -136,6 +149,14 @@ async def _recall_in(
     result += [render.fragment(r, "link", None, linked=True) for r in linked_rows]
     ctx.access.record(scope, [f["id"] for f in result])
     return {"fragments": result, "count": len(result), "totalTokens": used, "tokenBudget": args.tokenBudget}
+
+
+async def _fetch_missing(conn: Any, args: RecallArgs, ids: list[str], rows: dict, tiers: dict[str, str]) -> None:
+    missing = [i for i in ids if i not in rows]
+    if missing:
+        for row in await repo.fetch_by_ids(conn, missing, args.topic, args.type):
+            rows[row["id"]] = row
+            tiers.setdefault(row["id"], "L3")
 
 
 def _order(ctx: ToolContext, rows: dict[str, Any], ranked_lists: list[list[str]], by_relevance: bool) -> list[str]:
