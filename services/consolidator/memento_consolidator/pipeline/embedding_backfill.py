@@ -19,13 +19,17 @@ from memento_shared.events import envelope, job_id, queue_key
 BATCH = 64
 NAMESPACE = uuid.UUID("6f1d2c4e-98a5-4b7e-9d1b-0e6f3c2a7b10")
 
-# one anti-join over the scope per profile that takes writes (a hash join, not a probe per fragment)
+# One hash anti-join of two sequential scans. Written as a LEFT JOIN with the hash compared in the filter, Postgres
+# merge-joined both primary keys in id order instead, reading each table's heap in random order: 94 s against 6 s
+# at a million fragments (EXPLAIN ANALYZE, bench store). DISTINCT ON: a fragment can miss two profiles' vectors.
 MISSING_SQL = (
     "SELECT DISTINCT ON (f.id) f.id, f.content_hash FROM agent_memory.fragments f"
     " CROSS JOIN (SELECT id FROM agent_memory.embedding_profiles WHERE status IN ('active', 'building')) p"
-    " LEFT JOIN agent_memory.fragment_embeddings e ON e.fragment_id = f.id AND e.profile_id = p.id"
     " WHERE f.tenant_id = $1 AND f.workspace = $2 AND f.created_at < now() - $3::float8 * interval '1 second'"
-    " AND e.content_hash IS DISTINCT FROM f.content_hash ORDER BY f.id LIMIT $4"
+    " AND NOT EXISTS (SELECT 1 FROM agent_memory.fragment_embeddings e WHERE e.profile_id = p.id"
+    "  AND e.tenant_id = f.tenant_id AND e.workspace = f.workspace AND e.fragment_id = f.id"
+    "  AND e.content_hash = f.content_hash)"
+    " ORDER BY f.id LIMIT $4"
 )
 
 
