@@ -6,7 +6,7 @@ little noise: realistic clustered vectors for index behaviour, at COPY speed. Th
 loads and rebuilt afterwards (inserting into it runs at a few hundred rows/s per core).
 
 A data dir that already holds N fragments in the workspace (a `--data-dir` kept from an earlier run) is reused as
-it is: loading a million takes most of an hour, measuring takes minutes.
+it is, and one holding fewer is topped up to N: loading a million takes most of an hour, measuring takes minutes.
 """
 
 from __future__ import annotations
@@ -58,11 +58,14 @@ async def existing_ids(owner_url: str, workspace: str, tenant: str) -> list[str]
 
 async def load(owner_url: str, embedder_url: str, n: int, workspace: str, tenant: str = "default") -> dict:
     started = time.perf_counter()
-    ids = await existing_ids(owner_url, workspace, tenant)
-    if len(ids) >= n:
-        return {"n": n, "ids": ids, "reused": True, "seconds": {"reuse": round(time.perf_counter() - started, 1)}}
-    items = fragments(n)
-    pool_idx = list(range(0, n, max(1, n // POOL)))[:POOL]
+    kept = await existing_ids(owner_url, workspace, tenant)
+    if len(kept) >= n:
+        return {"n": n, "ids": kept, "reused": True, "seconds": {"reuse": round(time.perf_counter() - started, 1)}}
+    # A kept store that lost rows (consolidation deletes duplicates and expired fragments) is topped up to n with
+    # fragments numbered after the first n, so none repeats one it already held.
+    items = fragments(n) if not kept else fragments(2 * n - len(kept))[n:]
+    count = len(items)
+    pool_idx = list(range(0, count, max(1, count // POOL)))[:POOL]
     pool_vectors = embed_pool(embedder_url, [items[i]["content"] for i in pool_idx])
     by_cluster: dict[str, list[int]] = {}
     for p, i in enumerate(pool_idx):
@@ -102,7 +105,7 @@ async def load(owner_url: str, embedder_url: str, n: int, workspace: str, tenant
     try:
         await register_vector(conn)
         await conn.execute("SET maintenance_work_mem = '1GB'")
-        rebuild_index = n >= 50_000
+        rebuild_index = count >= 50_000
         if rebuild_index:
             await conn.execute(f"DROP INDEX IF EXISTS agent_memory.{INDEX}")
         await conn.copy_records_to_table(
@@ -136,12 +139,13 @@ async def load(owner_url: str, embedder_url: str, n: int, workspace: str, tenant
             await conn.execute("SET max_parallel_maintenance_workers = 2")
             await conn.execute(INDEX_SQL)
         await conn.execute("ANALYZE agent_memory.fragments; ANALYZE agent_memory.fragment_embeddings")
-        ids = [r[0] for r in frag_rows]
+        ids = kept + [r[0] for r in frag_rows]
     finally:
         await conn.close()
     return {
         "n": n,
         "ids": ids,
+        "topped_up": len(kept) > 0,
         "seconds": {
             "generate_and_embed_pool": round(generated - started, 1),
             "copy_fragments": round(copied - generated, 1),
