@@ -27,6 +27,24 @@ async def test_flushed_redis_is_rebuilt_from_postgres(memory_api, tenant, redis_
     assert [(f["id"], f["tier"]) for f in after["result"]["fragments"]] == [(frag_id, "L1")]
 
 
+async def test_the_rebuild_indexes_every_row_across_batches(memory_api, tenant, redis_client, app_pool, monkeypatch):
+    from memento_memory_api.recall import l1
+
+    ids = set()
+    for i in range(5):
+        stored = await memory_api.call(
+            "remember",
+            {"content": f"batched rebuild {i}", "topic": "t", "type": "fact", "keywords": ["batched"]},
+            tenant=tenant,
+        )
+        ids.add(stored["result"]["id"])
+    await redis_client.flushdb()
+    monkeypatch.setattr(l1, "REBUILD_BATCH", 2)  # several batches, and a last partial one
+    assert await ensure_ready(memory_api.app.state.l1_redis, app_pool) is True
+    after = await memory_api.call("recall", {"keywords": ["batched"]}, tenant=tenant)
+    assert {f["id"] for f in after["result"]["fragments"] if f["tier"] == "L1"} == ids
+
+
 async def test_a_foreign_id_planted_in_l1_never_surfaces(memory_api, tenant, redis_client):
     alice = await memory_api.call(
         "remember",

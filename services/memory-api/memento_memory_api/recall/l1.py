@@ -108,29 +108,32 @@ async def ensure_ready(redis: Redis | None, pool: asyncpg.Pool) -> bool:
 
 
 async def _rebuild(redis: Redis, pool: asyncpg.Pool) -> None:
-    last = ""
-    while True:
-        async with pool.acquire() as conn, conn.transaction():
-            await set_system(conn)
-            rows = await conn.fetch(
-                "SELECT id, tenant_id, workspace, agent_id, keywords, importance, created_at"
-                " FROM agent_memory.fragments"
-                " WHERE id > $1 ORDER BY id LIMIT $2",
-                last,
-                REBUILD_BATCH,
-            )
-        if not rows:
-            return
-        async with redis.pipeline(transaction=False) as pipe:
-            for row in rows:
-                score = layout.score(row["importance"], row["created_at"])
-                for keyword in row["keywords"]:
-                    pipe.zadd(
-                        layout.key(row["tenant_id"], row["workspace"], row["agent_id"], keyword), {row["id"]: score}
-                    )
-            await pipe.execute()
-        last = rows[-1]["id"]
-        await asyncio.sleep(0)
+    """One sequential pass over fragments under one snapshot, through a cursor. Paging by id instead read the heap in
+    id order, which for random ids is random order: at a million fragments it was bound by Postgres's reads, not
+    by Redis. Every row of the snapshot is visited however updates move it; writes committed after it index
+    themselves, and an id forgotten meanwhile is dropped by recall's read of Postgres."""
+    async with pool.acquire() as conn, conn.transaction(isolation="repeatable_read", readonly=True):
+        await set_system(conn)
+        batch: list[asyncpg.Record] = []
+        async for row in conn.cursor(
+            "SELECT id, tenant_id, workspace, agent_id, keywords, importance, created_at FROM agent_memory.fragments",
+            prefetch=REBUILD_BATCH,
+        ):
+            batch.append(row)
+            if len(batch) >= REBUILD_BATCH:
+                await _index_rows(redis, batch)
+                batch = []
+        if batch:
+            await _index_rows(redis, batch)
+
+
+async def _index_rows(redis: Redis, rows: list[asyncpg.Record]) -> None:
+    async with redis.pipeline(transaction=False) as pipe:
+        for row in rows:
+            score = layout.score(row["importance"], row["created_at"])
+            for keyword in row["keywords"]:
+                pipe.zadd(layout.key(row["tenant_id"], row["workspace"], row["agent_id"], keyword), {row["id"]: score})
+        await pipe.execute()
 
 
 class L1Keeper:
