@@ -14,6 +14,7 @@ import json
 import os
 import platform
 import random
+import secrets
 import signal
 import subprocess
 import sys
@@ -131,13 +132,16 @@ class Workload:
         self.keywords = keyword_pool()
         self.queries = iter(queries(100_000))
         self.counter = 0
+        # in every written text, so a run on a kept store writes new content: a repeat of an earlier run's text
+        # would measure remember's duplicate path and amend's no-op instead of the writes
+        self.run = secrets.token_hex(4)
 
     def args(self, op: str) -> dict:
         self.counter += 1
         n = self.counter
         if op == "remember":
             return {
-                "content": f"bench note {n}: {self.rng.choice(self.keywords)} changed at step {n}",
+                "content": f"bench note {self.run}-{n}: {self.rng.choice(self.keywords)} changed at step {n}",
                 "topic": self.rng.choice(TOPICS),
                 "type": "fact",
             }
@@ -152,7 +156,8 @@ class Workload:
                 "relationType": "related",
             }
         if op == "amend":
-            return {"id": self.rng.choice(self.ids), "content": f"amended bench note {n} {self.rng.random():.6f}"}
+            content = f"amended bench note {self.run}-{n} {self.rng.random():.6f}"
+            return {"id": self.rng.choice(self.ids), "content": content}
         if op == "context":
             return {}
         raise ValueError(op)
@@ -227,7 +232,7 @@ async def query_embedding_time(system: System, count: int) -> list[float]:
     return latencies
 
 
-async def embedding_lag(system: System, timeout: float = 600) -> dict:
+async def embedding_lag(system: System, run: str, timeout: float = 600) -> dict:
     """Commit → vector written, for every fragment `remember` stored during the run: both timestamps come from
     Postgres's clock (fragments.created_at, fragment_embeddings.created_at), so no clock skew enters."""
     import asyncpg
@@ -237,9 +242,10 @@ async def embedding_lag(system: System, timeout: float = 600) -> dict:
         deadline = time.monotonic() + timeout
         while True:
             missing = await conn.fetchval(
-                "SELECT count(*) FROM agent_memory.fragments f WHERE f.workspace = $1 AND f.content LIKE 'bench note %'"
+                "SELECT count(*) FROM agent_memory.fragments f WHERE f.workspace = $1 AND f.content LIKE $2"
                 " AND NOT EXISTS (SELECT 1 FROM agent_memory.fragment_embeddings e WHERE e.fragment_id = f.id)",
                 WORKSPACE,
+                f"bench note {run}-%",
             )
             if missing == 0 or time.monotonic() > deadline:
                 break
@@ -250,8 +256,9 @@ async def embedding_lag(system: System, timeout: float = 600) -> dict:
             "  SELECT extract(epoch FROM e.created_at - f.created_at)::float8 * 1000 AS lag"
             "  FROM agent_memory.fragments f"
             "  JOIN agent_memory.fragment_embeddings e ON e.fragment_id = f.id"
-            "  WHERE f.workspace = $1 AND f.content LIKE 'bench note %') s",
+            "  WHERE f.workspace = $1 AND f.content LIKE $2) s",
             WORKSPACE,
+            f"bench note {run}-%",
         )
         return {
             "embedded": row["n"],
@@ -321,7 +328,7 @@ async def main_async(args: argparse.Namespace) -> dict:
                     )
         results["memory_mb"] = system.memory()
         if not args.url:
-            results["embedding_lag"] = await embedding_lag(system)
+            results["embedding_lag"] = await embedding_lag(system, workload.run)
         return results
     finally:
         system.stop()
