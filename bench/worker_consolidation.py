@@ -40,7 +40,11 @@ SHAPE = [
     # near-copies: same words, other case and punctuation, so another content hash
     "UPDATE agent_memory.fragments c SET content = upper(o.content) || '!', content_hash = substr(md5(upper(o.content)"
     " || '!'), 1, 16) FROM (SELECT id, content, lead(id) OVER (ORDER BY id) AS next_id FROM agent_memory.fragments"
-    " WHERE workspace = $1) o WHERE c.id = o.next_id AND c.workspace = $1 AND hashtext(o.id) % 200 = 0",
+    " WHERE workspace = $1) o WHERE c.id = o.next_id AND c.workspace = $1 AND hashtext(o.id) % 200 = 0"
+    # a store shaped before may hold that near-copy already (under another id, after deletions shift `lead`)
+    " AND NOT EXISTS (SELECT 1 FROM agent_memory.fragments x WHERE x.tenant_id = c.tenant_id"
+    " AND x.workspace = c.workspace AND x.agent_id = c.agent_id"
+    " AND x.content_hash = substr(md5(upper(o.content) || '!'), 1, 16))",
     "INSERT INTO agent_memory.fragment_links (tenant_id, workspace, from_id, to_id, relation_type)"
     " SELECT tenant_id, workspace, id, next_id, 'contradicts' FROM (SELECT tenant_id, workspace, id,"
     " lead(id) OVER (ORDER BY id) AS next_id FROM agent_memory.fragments WHERE workspace = $1) s"

@@ -50,3 +50,17 @@ async def test_context_core_memory_walks_its_index_in_order_under_rls(app_pool, 
     assert "fragments_core_memory_idx" in plan, plan
     assert "Sort" not in plan.split("fragments_core_memory_idx")[0], plan
     assert "Index Cond" in plan and "tenant_id" in plan.split("Index Cond", 1)[1].split("\n", 1)[0], plan
+
+
+@pytest.mark.parametrize("table", ["fragments", "fragment_embeddings", "fragment_links", "outbox"])
+async def test_policies_read_the_callers_settings_once_per_query_not_per_row(app_pool, tenant, table):
+    """Migration 0006: the caller's settings are InitPlans of the policy, not current_setting() calls in the filter
+    every scanned row goes through."""
+    async with app_pool.acquire() as conn, conn.transaction():
+        await set_principal(conn, tenant_id=tenant, workspace="default", agent_id="default")
+        await conn.execute("SET LOCAL enable_indexscan = off")
+        await conn.execute("SET LOCAL enable_bitmapscan = off")
+        plan = [r[0] for r in await conn.fetch(f"EXPLAIN (VERBOSE) SELECT 1 FROM agent_memory.{table}")]
+    per_row = [line for line in plan if "Filter:" in line]
+    assert per_row and "InitPlan" in "\n".join(plan), plan
+    assert not any("current_setting" in line for line in per_row), per_row
