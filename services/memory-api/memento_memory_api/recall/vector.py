@@ -32,6 +32,7 @@ class Strategy:
     name: str  # "exact" or "hnsw"
     sql: str  # parameters: query vector, tenant, workspace, agents, k, topic, type
     settings: dict[str, str]  # transaction-local settings the statement needs (applied by `choose`)
+    partition: tuple  # (tenant, workspace, agents, k): what `choose` counted and `search` looks in
 
 
 def _scope(profile_id: str, first: int = 2) -> str:
@@ -98,24 +99,18 @@ async def choose(
         workspace,
         agents,
     )
+    partition = (tenant_id, workspace, agents, limit)
     if size <= exact_max:
-        return Strategy("exact", exact_sql(profile_id, dimension), {})
-    return Strategy("hnsw", hnsw_sql(profile_id, dimension), hnsw)
+        return Strategy("exact", exact_sql(profile_id, dimension), {}, partition)
+    return Strategy("hnsw", hnsw_sql(profile_id, dimension), hnsw, partition)
 
 
 async def search(
-    conn: asyncpg.Connection,
-    strategy: Strategy,
-    query_vector,
-    tenant_id: str,
-    workspace: str,
-    agents: list[str] | None,
-    limit: int,
-    topic: str | None = None,
-    ftype: str | None = None,
+    conn: asyncpg.Connection, strategy: Strategy, query_vector, topic: str | None = None, ftype: str | None = None
 ) -> list[asyncpg.Record]:
-    """The nearest visible fragments with their `similarity`, best first."""
-    rows = await conn.fetch(strategy.sql, query_vector, tenant_id, workspace, agents, limit, topic, ftype)
+    """The `limit` nearest visible fragments of the partition `choose` counted, with their `similarity`, best
+    first."""
+    rows = await conn.fetch(strategy.sql, query_vector, *strategy.partition, topic, ftype)
     await release(conn, strategy)
     return sorted(rows, key=lambda r: r["similarity"], reverse=True)
 
