@@ -32,7 +32,7 @@ from bench.corpus import TOPICS, keyword_pool, queries
 from bench.load import load
 from bench.report import percentiles, print_table, write_results
 from memento_devtools.embedded import spawn
-from memento_shared.internal_http import InternalClient
+from memento_shared.internal_http import Answer, InternalClient
 from memento_shared.principal import HEADER, SCOPES, Principal, encode_principal
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -188,6 +188,12 @@ async def through_gateway(system: System, workload: Workload, op: str, concurren
     return latencies
 
 
+def tool_error(answer: Answer) -> dict | None:
+    """The error of a memory-api tool answer, if any. Tool errors come back as HTTP 200 with an `error` body, so the
+    status alone would let a failing call pass for a fast one."""
+    return json.loads(answer.content).get("error") if answer.status == 200 else {"code": f"HTTP {answer.status}"}
+
+
 async def direct(system: System, workload: Workload, op: str, concurrency: int, ops: int) -> list[float]:
     secret = system.secrets["internal_secret"]
     latencies: list[float] = []
@@ -202,8 +208,7 @@ async def direct(system: System, workload: Workload, op: str, concurrency: int, 
             answer = await client.post_json(f"/v1/tools/{TOOL.get(op, op)}", {"arguments": workload.args(op)}, headers)
             if i >= 3:
                 latencies.append(time.perf_counter() - started)
-            # tool errors come back as HTTP 200 with an `error` body: a failing call must not pass for a fast one
-            error = json.loads(answer.content).get("error") if answer.status == 200 else {"code": answer.status}
+            error = tool_error(answer)
             if error and error.get("code") != "CONFLICT":
                 raise SystemExit(f"bench: {op} failed: {error}")
 

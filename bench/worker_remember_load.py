@@ -29,7 +29,7 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 
 from bench.corpus import queries
 from bench.report import RESULTS, ROOT, percentiles
-from bench.run import System, cpu_share
+from bench.run import System, cpu_share, tool_error
 from memento_shared.internal_http import InternalClient
 from memento_shared.principal import HEADER, SCOPES, Principal, encode_principal
 
@@ -98,8 +98,9 @@ async def direct(system, workspace, seconds, clients, pacer, counter) -> list[fl
             started = time.perf_counter()
             answer = await client.post_json("/v1/tools/remember", {"arguments": note(next(counter))}, headers)
             latencies.append(time.perf_counter() - started)
-            if answer.status != 200:
-                raise SystemExit(f"bench: remember failed with HTTP {answer.status}")
+            error = tool_error(answer)
+            if error:
+                raise SystemExit(f"bench: remember failed: {error}")
 
     try:
         await asyncio.gather(*(loop() for _ in range(clients)))
