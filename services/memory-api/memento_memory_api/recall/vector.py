@@ -13,11 +13,18 @@ The profile id is inlined as a literal (validated by the table's CHECK) so the p
 Round trips are the cost on a busy host, so `choose` counts and applies the index settings in one statement (the
 caller runs it while the query is still being embedded), and `search` returns the fragments' rows with their
 similarity, filtered by topic and type, in one more.
+
+Counting is cheap for a small partition (it stops at the partition's size) but reads exact_max + 1 index entries for
+a large one: 20-80 ms at a million fragments, longer than the query's embedding. A partition seen to be large stays
+large for minutes (only forget and consolidation shrink one), so `LargePartitions` remembers that verdict for a while
+and `choose` then only applies the settings. If a remembered partition has shrunk meanwhile, the query still goes
+through HNSW with iterative scan, which returns k rows when k exist: slower, never wrong.
 """
 
 from __future__ import annotations
 
 import re
+import time
 from dataclasses import dataclass
 
 import asyncpg
@@ -76,6 +83,33 @@ def _with_rows(nearest: str) -> str:
     )
 
 
+class LargePartitions:
+    """Partitions (profile, tenant, workspace, agents) recently counted above exact_max, each for `ttl_s` seconds.
+    Per process and bounded; it holds only that verdict, never rows."""
+
+    def __init__(self, ttl_s: float = 300.0, max_entries: int = 10_000) -> None:
+        self.ttl_s = ttl_s
+        self.max_entries = max_entries
+        self._until: dict[tuple, float] = {}
+
+    def __contains__(self, key: tuple) -> bool:
+        until = self._until.get(key)
+        if until is None:
+            return False
+        if until < time.monotonic():
+            del self._until[key]
+            return False
+        return True
+
+    def add(self, key: tuple) -> None:
+        if len(self._until) >= self.max_entries:
+            now = time.monotonic()
+            self._until = {k: u for k, u in self._until.items() if u >= now}
+            if len(self._until) >= self.max_entries:
+                self._until.clear()
+        self._until[key] = time.monotonic() + self.ttl_s
+
+
 async def choose(
     conn: asyncpg.Connection,
     profile_id: str,
@@ -85,10 +119,17 @@ async def choose(
     agents: list[str] | None,
     limit: int,
     exact_max: int,
+    large: LargePartitions | None = None,
 ) -> Strategy:
     """Count the caller's partition (up to exact_max + 1) and pick the plan; for HNSW the same statement applies the
-    index settings to the transaction. Call `release` once the search is done (or skipped)."""
+    index settings to the transaction. A partition `large` remembers is not counted again. Call `release` once the
+    search is done (or skipped)."""
     hnsw = {"hnsw.iterative_scan": "relaxed_order", "hnsw.ef_search": str(max(40, limit * 2)), "enable_sort": "off"}
+    partition = (tenant_id, workspace, agents, limit)
+    key = (profile_id, tenant_id, workspace, tuple(agents) if agents is not None else None, exact_max)
+    if large is not None and key in large:
+        await conn.execute("SELECT " + ", ".join(f"set_config('{n}', '{v}', true)" for n, v in hnsw.items()))
+        return Strategy("hnsw", hnsw_sql(profile_id, dimension), hnsw, partition)
     applied = ", ".join(
         f"CASE WHEN n > {int(exact_max)} THEN set_config('{name}', '{value}', true) END" for name, value in hnsw.items()
     )
@@ -99,9 +140,10 @@ async def choose(
         workspace,
         agents,
     )
-    partition = (tenant_id, workspace, agents, limit)
     if size <= exact_max:
         return Strategy("exact", exact_sql(profile_id, dimension), {}, partition)
+    if large is not None:
+        large.add(key)
     return Strategy("hnsw", hnsw_sql(profile_id, dimension), hnsw, partition)
 
 
