@@ -131,15 +131,16 @@ def _fill(template: str, rng: random.Random) -> str:
     )
 
 
-def fragments(n: int, seed: int = 1) -> list[dict]:
-    """n fragments: content, topic, type. Each carries its template index so vectors can be clustered cheaply."""
+def fragments(n: int, seed: int = 1, tag: str = "") -> list[dict]:
+    """n fragments: content, topic, type. Each carries its template index so vectors can be clustered cheaply, and
+    its number (after `tag`) in the content, so no two are the same text."""
     rng = random.Random(seed)
     types = [t for t, w in TYPE_WEIGHTS.items() for _ in range(w)]
     out = []
     for i in range(n):
         fragment_type = rng.choice(types)
         t_index = rng.randrange(len(TEMPLATES[fragment_type]))
-        content = _fill(TEMPLATES[fragment_type][t_index], rng) + f" (#{i})"
+        content = _fill(TEMPLATES[fragment_type][t_index], rng) + f" (#{tag}{i})"
         out.append(
             {
                 "content": content,

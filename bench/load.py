@@ -62,8 +62,12 @@ async def load(owner_url: str, embedder_url: str, n: int, workspace: str, tenant
     if len(kept) >= n:
         return {"n": n, "ids": kept, "reused": True, "seconds": {"reuse": round(time.perf_counter() - started, 1)}}
     # A kept store that lost rows (consolidation deletes duplicates and expired fragments) is topped up to n with
-    # fragments numbered after the first n, so none repeats one it already held.
-    items = fragments(n) if not kept else fragments(2 * n - len(kept))[n:]
+    # fragments numbered under a fresh tag, so none repeats one it holds (an earlier top-up's included).
+    items = (
+        fragments(n)
+        if not kept
+        else fragments(n - len(kept), seed=secrets.randbits(32), tag=secrets.token_hex(4) + "-")
+    )
     count = len(items)
     pool_idx = list(range(0, count, max(1, count // POOL)))[:POOL]
     pool_vectors = embed_pool(embedder_url, [items[i]["content"] for i in pool_idx])

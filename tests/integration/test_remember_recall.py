@@ -171,6 +171,10 @@ async def test_recall_counts_accesses_off_the_request_path(memory_api, tenant, o
         await memory_api.call("recall", {"keywords": ["counted"]}, tenant=tenant)
     await memory_api.app.state.access.flush()
     row = await owner_pool.fetchrow(
-        "SELECT access_count, accessed_at FROM agent_memory.fragments WHERE id = $1", stored["result"]["id"]
+        "SELECT access_count, accessed_at, utility_score, agent_memory.utility_score(quality_score, importance,"
+        " access_count, accessed_at, 30) AS formula FROM agent_memory.fragments WHERE id = $1",
+        stored["result"]["id"],
     )
     assert row["access_count"] == 3 and row["accessed_at"] is not None
+    # the use is in the score at once (stage 8's formula), not only at the next consolidation
+    assert row["utility_score"] == pytest.approx(row["formula"]) and row["utility_score"] != 1.0

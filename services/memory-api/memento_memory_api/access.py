@@ -18,8 +18,9 @@ log = logging.getLogger(__name__)
 
 
 class AccessRecorder:
-    def __init__(self, pool: asyncpg.Pool, interval: float = 1.0) -> None:
+    def __init__(self, pool: asyncpg.Pool, half_life_days: float, interval: float = 1.0) -> None:
         self.pool = pool
+        self.half_life_days = half_life_days
         self.interval = interval
         self.pending: dict[tuple, Counter[str]] = {}
         self._task: asyncio.Task | None = None
@@ -48,6 +49,6 @@ class AccessRecorder:
                     await set_principal(
                         conn, tenant_id=tenant_id, workspace=workspace, agent_id=agent_id, access=access
                     )
-                    await repo.touch(conn, counts)
+                    await repo.touch(conn, counts, self.half_life_days)
             except Exception as exc:  # bookkeeping never fails a recall that already answered
                 log.warning("access.flush_failed", extra={"error_type": type(exc).__name__})

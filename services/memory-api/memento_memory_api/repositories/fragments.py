@@ -140,13 +140,20 @@ async def linked(conn: asyncpg.Connection, ids: list[str], relations: list[str],
     )
 
 
-async def touch(conn: asyncpg.Connection, counts: dict[str, int]) -> None:
-    """Add each fragment's recall count and stamp accessed_at."""
+async def touch(conn: asyncpg.Connection, counts: dict[str, int], half_life_days: float) -> None:
+    """Add each fragment's recall count, stamp accessed_at, and bring utility_score up to date with that use.
+
+    The row is rewritten for the count anyway, so the score costs nothing here; consolidation's stage 8 then has
+    only the weekly recency steps of fragments nobody recalled left to rewrite (same SQL function, so the two
+    agree). Anchors keep theirs, as in stage 8."""
     await conn.execute(
-        "UPDATE agent_memory.fragments f SET access_count = f.access_count + c.n, accessed_at = now()"
+        "UPDATE agent_memory.fragments f SET access_count = f.access_count + c.n, accessed_at = now(),"
+        " utility_score = CASE WHEN f.is_anchor THEN f.utility_score ELSE agent_memory.utility_score("
+        "f.quality_score, f.importance, f.access_count + c.n, now(), $3) END"
         " FROM unnest($1::text[], $2::int[]) AS c(id, n) WHERE f.id = c.id",
         list(counts),
         list(counts.values()),
+        half_life_days,
     )
 
 
