@@ -34,9 +34,12 @@ WORKSPACE = "bench"
 SPEC_1M_S = 60.0
 
 SHAPE = [
-    # used recently: 80%
-    "UPDATE agent_memory.fragments SET accessed_at = now() - random() * interval '20 days',"
-    " access_count = 1 + (random() * 20)::int WHERE workspace = $1 AND random() < 0.8",
+    # used in the last 20 days: 80%, each with the utility_score recall's access bookkeeping wrote at that use (no
+    # recency decay yet: stage 8 applies the weeks since)
+    "UPDATE agent_memory.fragments f SET accessed_at = u.at, access_count = u.n, utility_score = CASE WHEN"
+    " f.is_anchor THEN f.utility_score ELSE agent_memory.utility_score(f.quality_score, f.importance, u.n, now(), 30)"
+    " END FROM (SELECT id, now() - random() * interval '20 days' AS at, 1 + (random() * 20)::int AS n"
+    " FROM agent_memory.fragments WHERE workspace = $1 AND random() < 0.8) u WHERE f.id = u.id",
     # near-copies: same words, other case and punctuation, so another content hash
     "UPDATE agent_memory.fragments c SET content = upper(o.content) || '!', content_hash = substr(md5(upper(o.content)"
     " || '!'), 1, 16) FROM (SELECT id, content, lead(id) OVER (ORDER BY id) AS next_id FROM agent_memory.fragments"

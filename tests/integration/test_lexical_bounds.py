@@ -35,4 +35,16 @@ async def test_trigram_is_a_fallback_for_identifiers_full_text_misses(app_pool, 
     async with UnitOfWorkFactory(app_pool)(Scope(tenant, "default", "default")) as uow:
         # full text splits nothing useful out of the partial identifier; trigram similarity finds it
         found = await lexical.search(uow.conn, "ERR_CONN_RESE", None, 5)
+        # inside a question, the identifier is what is looked up by trigram (the question's other words would
+        # dilute the similarity below the threshold, and their common trigrams made the lookup slow)
+        asked = await lexical.search(uow.conn, "why do we keep getting ERR_CONN_RESE errors", None, 5)
     assert found == [f"frag-t{tenant[-6:]}0001"]
+    assert asked == [f"frag-t{tenant[-6:]}0001"]
+
+
+def test_the_trigram_lookup_takes_the_longest_identifier_of_the_query():
+    assert lexical._identifier("edit pg_hba.conf or postgresql.conf") == "postgresql.conf"
+    assert lexical._identifier("what broke in v2.3.1?") == "v2.3.1"
+    assert lexical._identifier("who owns billing-worker") == "billing-worker"
+    assert lexical._identifier("steps before a release 2") is None  # plain words and a lone number
+    assert lexical._identifier("error 404") is None  # full text already matches "404"

@@ -47,17 +47,35 @@ async def search(
         return []
     rows = await conn.fetch(_SEARCH, " | ".join(words), " & ".join(words), agents, 2 * limit, candidates)
     ids = list(dict.fromkeys(r["id"] for r in rows))[:limit]  # a fragment can come from both passes
-    if len(ids) < limit and len(text) <= 64 and re.search(r"[_.:/\-]|\d", text):
-        # identifier-like queries that full text under-serves: trigram word similarity catches partial and
-        # punctuated matches. Only as a fallback, and capped: a common token's trigrams match tens of thousands of
-        # rows in a large store, and ranking all of them by distance took seconds at a million fragments.
+    identifier = _identifier(text)
+    if len(ids) < limit and identifier:
+        # identifiers that full text under-serves: trigram word similarity catches partial and punctuated matches.
+        # Only as a fallback, only for the query's most specific identifier (the whole question's trigrams are
+        # common ones: 0.8-1 s at a million fragments for "steps before a release 2"), and capped: a common token's
+        # trigrams match tens of thousands of rows in a large store, and ranking all of them by distance took
+        # seconds at a million fragments.
         trigram = await conn.fetch(
             f"WITH m AS MATERIALIZED (SELECT f.id, f.content FROM agent_memory.fragments f WHERE $1 <% f.content"
             f" AND ($2::text[] IS NULL OR f.agent_id = ANY($2)) LIMIT {TRIGRAM_CANDIDATES})"
             " SELECT id FROM m ORDER BY $1 <<-> content LIMIT $3",
-            text,
+            identifier,
             agents,
             limit,
         )
         ids += [r["id"] for r in trigram if r["id"] not in ids]
     return ids
+
+
+_WORD = re.compile(r"[0-9A-Za-z가-힣_][0-9A-Za-z가-힣_.:/\-]*[0-9A-Za-z가-힣_]")
+
+
+def _identifier(text: str) -> str | None:
+    """The query's longest identifier-like word (`ERR_CONN_RESET`, `pg_hba.conf`, `v2.3.1`, `billing-worker`), if any:
+    punctuation inside it or letters mixed with digits, 4 to 64 characters."""
+    found = [
+        w
+        for w in _WORD.findall(text)
+        if 4 <= len(w) <= 64
+        and (re.search(r"[_.:/\-]", w) or (re.search(r"\d", w) and re.search(r"[^\d]", w)))
+    ]
+    return max(found, key=len) if found else None
