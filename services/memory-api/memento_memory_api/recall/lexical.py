@@ -75,7 +75,6 @@ def _identifier(text: str) -> str | None:
     found = [
         w
         for w in _WORD.findall(text)
-        if 4 <= len(w) <= 64
-        and (re.search(r"[_.:/\-]", w) or (re.search(r"\d", w) and re.search(r"[^\d]", w)))
+        if 4 <= len(w) <= 64 and (re.search(r"[_.:/\-]", w) or (re.search(r"\d", w) and re.search(r"[^\d]", w)))
     ]
     return max(found, key=len) if found else None
