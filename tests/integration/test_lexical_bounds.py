@@ -48,3 +48,9 @@ def test_the_trigram_lookup_takes_the_longest_identifier_of_the_query():
     assert lexical._identifier("who owns billing-worker") == "billing-worker"
     assert lexical._identifier("steps before a release 2") is None  # plain words and a lone number
     assert lexical._identifier("error 404") is None  # full text already matches "404"
+
+
+async def test_capped_scans_start_at_the_table_start_so_the_same_question_meets_the_same_candidates(app_pool):
+    # a synchronised scan of a large table starts wherever the previous one was: the first N matches would change
+    # from call to call (seen at a million fragments), so the services' connections turn it off
+    assert await app_pool.fetchval("SHOW synchronize_seqscans") == "off"

@@ -39,7 +39,14 @@ async def create_pool(
         command_timeout=settings.db_query_timeout_ms / 1000,
         init=_init_connection,
         reset=_keep_session if transaction_state_only else None,
-        server_settings={"application_name": f"memento.{service}", "search_path": "agent_memory,public"},
+        server_settings={
+            "application_name": f"memento.{service}",
+            "search_path": "agent_memory,public",
+            # A capped scan ("the first N matches") must meet the same rows on every call: with synchronised
+            # sequential scans, a large table's scan starts where the last one was, and recall by text at a million
+            # fragments returned a different candidate set (so different answers) for the same question each time.
+            "synchronize_seqscans": "off",
+        },
     )
 
 
