@@ -23,7 +23,8 @@ def terms(text: str) -> list[str]:
 # Ranking every match does not scale: in a million fragments a common word matches a quarter of them, and ranking
 # those took 1.7 s (EXPLAIN ANALYZE, bench store). So at most CANDIDATES matches of any term are ranked; when that
 # cap is reached, the matches of every term (the ones ts_rank_cd would put first anyway) are gathered too and come
-# first. Below the cap (every store of ordinary size) the answer is exactly the full ranking.
+# first (and when they fill the answer, the rest is not ranked at all). Below the cap (every store of ordinary size)
+# the answer is exactly the full ranking.
 CANDIDATES = 1000
 TRIGRAM_CANDIDATES = 200
 _SEARCH = """
@@ -34,7 +35,9 @@ all_terms AS MATERIALIZED (
     SELECT f.id, f.tsv, f.created_at FROM agent_memory.fragments f
     WHERE (SELECT count(*) FROM any_term) >= $5
       AND f.tsv @@ to_tsquery('simple', $2) AND ($3::text[] IS NULL OR f.agent_id = ANY($3)) LIMIT $5)
-SELECT id FROM (SELECT *, 0 AS pass FROM all_terms UNION ALL SELECT *, 1 AS pass FROM any_term) c
+SELECT id FROM (
+    SELECT *, 0 AS pass FROM all_terms
+    UNION ALL SELECT *, 1 AS pass FROM any_term WHERE (SELECT count(*) FROM all_terms) < $4) c
 ORDER BY pass, ts_rank_cd(tsv, to_tsquery('simple', $1), 32) DESC, created_at DESC LIMIT $4
 """
 
