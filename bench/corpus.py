@@ -152,9 +152,10 @@ def fragments(n: int, seed: int = 1, tag: str = "") -> list[dict]:
     return out
 
 
-def queries(n: int, seed: int = 2) -> list[str]:
+def queries(n: int, seed: int = 2, tag: str = "") -> list[str]:
+    """n questions, each ending in its number (after `tag`), so no two are the same text."""
     rng = random.Random(seed)
-    return [_fill(rng.choice(QUERIES), rng) + f" {i}" for i in range(n)]
+    return [_fill(rng.choice(QUERIES), rng) + f" {tag}{i}" for i in range(n)]
 
 
 def keyword_pool() -> list[str]:

@@ -78,7 +78,7 @@ def print_table(results: dict) -> None:
             f"{r['throughput_per_s']:>7}  {target:>9}  {r['seed']}"
         )
     if results.get("memory_mb"):
-        print("memory (RSS MB): " + ", ".join(f"{k} {v}" for k, v in results["memory_mb"].items()))
+        print("memory (PSS MB): " + ", ".join(f"{k} {v}" for k, v in results["memory_mb"].items()))
     if results.get("embedding_lag"):
         lag = results["embedding_lag"]
         print(
@@ -111,7 +111,7 @@ def markdown(results: dict) -> str:
             f"in this run: p50 {lag['p50_ms']} ms, p95 {lag['p95_ms']} ms, max {lag['max_ms']} ms.",
         ]
     if results.get("memory_mb"):
-        lines += ["", "Memory (RSS, MB): " + ", ".join(f"{k} {v}" for k, v in results["memory_mb"].items()) + "."]
+        lines += ["", "Memory (PSS, MB): " + ", ".join(f"{k} {v}" for k, v in results["memory_mb"].items()) + "."]
     return "\n".join(lines)
 
 

@@ -90,7 +90,7 @@ async def test_a_partition_counted_large_is_not_counted_again_until_its_verdict_
     assert await choose(b) == ("exact", "off")  # another partition is counted on its own
     async with owner_pool.acquire() as conn:  # agent-a's partition shrinks below the threshold
         await conn.execute("DELETE FROM agent_memory.fragments WHERE tenant_id = $1 AND agent_id = 'agent-a'", tenant)
-    # remembered: not counted, and the index settings are still applied (HNSW stays correct on a shrunk partition)
+    # remembered: not counted, and the index settings are still applied for the HNSW search
     assert await choose(a) == ("hnsw", "relaxed_order")
     clock = vector.time.monotonic() + 61
     monkeypatch.setattr(vector.time, "monotonic", lambda: clock)

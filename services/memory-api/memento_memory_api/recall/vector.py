@@ -17,8 +17,9 @@ similarity, filtered by topic and type, in one more.
 Counting is cheap for a small partition (it stops at the partition's size) but reads exact_max + 1 index entries for
 a large one: 20-80 ms at a million fragments, longer than the query's embedding. A partition seen to be large stays
 large for minutes (only forget and consolidation shrink one), so `LargePartitions` remembers that verdict for a while
-and `choose` then only applies the settings. If a remembered partition has shrunk meanwhile, the query still goes
-through HNSW with iterative scan, which returns k rows when k exist: slower, never wrong.
+and `choose` then only applies the settings. If a remembered partition has shrunk meanwhile, its queries go through
+HNSW with iterative scan until the verdict expires: slower than an exact scan, and for a partition that became tiny
+within a big index possibly short of k rows (the scan stops at hnsw.max_scan_tuples), for at most those minutes.
 """
 
 from __future__ import annotations
