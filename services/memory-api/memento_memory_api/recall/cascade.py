@@ -97,7 +97,7 @@ async def _recall_in(
             agents,
             CANDIDATES,
             ctx.settings.vector_exact_max_rows,
-            ctx.large_partitions,
+            ctx.partition_verdicts,
         )
         query_vector = await embedding
         if query_vector is not None:

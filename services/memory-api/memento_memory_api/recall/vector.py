@@ -14,12 +14,13 @@ Round trips are the cost on a busy host, so `choose` counts and applies the inde
 caller runs it while the query is still being embedded), and `search` returns the fragments' rows with their
 similarity, filtered by topic and type, in one more.
 
-Counting is cheap for a small partition (it stops at the partition's size) but reads exact_max + 1 index entries for
-a large one: 20-80 ms at a million fragments, longer than the query's embedding. A partition seen to be large stays
-large for minutes (only forget and consolidation shrink one), so `LargePartitions` remembers that verdict for a while
-and `choose` then only applies the settings. If a remembered partition has shrunk meanwhile, its queries go through
-HNSW with iterative scan until the verdict expires: slower than an exact scan, and for a partition that became tiny
-within a big index possibly short of k rows (the scan stops at hnsw.max_scan_tuples), for at most those minutes.
+Counting reads up to exact_max + 1 index entries: 20-80 ms for a large partition at a million fragments, longer
+than the query's embedding, and several ms for one near the threshold. Partition sizes move slowly, so
+`PartitionVerdicts` remembers each verdict for a while and `choose` skips the count: "small" for a minute (an exact
+scan is exact whatever the size, so a partition that grew meanwhile only costs a slower scan), "large" for five
+(only forget and consolidation shrink one; a remembered partition that shrank goes through HNSW with iterative scan
+until the verdict expires: slower than an exact scan, and for a partition that became tiny within a big index
+possibly short of k rows, since the scan stops at hnsw.max_scan_tuples).
 """
 
 from __future__ import annotations
@@ -84,31 +85,33 @@ def _with_rows(nearest: str) -> str:
     )
 
 
-class LargePartitions:
-    """Partitions (profile, tenant, workspace, agents) recently counted above exact_max, each for `ttl_s` seconds.
-    Per process and bounded; it holds only that verdict, never rows."""
+class PartitionVerdicts:
+    """Whether a partition (profile, tenant, workspace, agents, threshold) was counted above the exact-scan threshold,
+    remembered for `large_ttl_s` / `small_ttl_s` seconds. Per process and bounded; it holds only verdicts, never rows.
+    """
 
-    def __init__(self, ttl_s: float = 300.0, max_entries: int = 10_000) -> None:
-        self.ttl_s = ttl_s
+    def __init__(self, large_ttl_s: float = 300.0, small_ttl_s: float = 60.0, max_entries: int = 10_000) -> None:
+        self.ttl_s = {True: large_ttl_s, False: small_ttl_s}
         self.max_entries = max_entries
-        self._until: dict[tuple, float] = {}
+        self._verdicts: dict[tuple, tuple[bool, float]] = {}
 
-    def __contains__(self, key: tuple) -> bool:
-        until = self._until.get(key)
-        if until is None:
-            return False
-        if until < time.monotonic():
-            del self._until[key]
-            return False
-        return True
+    def get(self, key: tuple) -> bool | None:
+        """True (large), False (small), or None when not known or expired."""
+        found = self._verdicts.get(key)
+        if found is None:
+            return None
+        if found[1] < time.monotonic():
+            del self._verdicts[key]
+            return None
+        return found[0]
 
-    def add(self, key: tuple) -> None:
-        if len(self._until) >= self.max_entries:
+    def put(self, key: tuple, large: bool) -> None:
+        if len(self._verdicts) >= self.max_entries:
             now = time.monotonic()
-            self._until = {k: u for k, u in self._until.items() if u >= now}
-            if len(self._until) >= self.max_entries:
-                self._until.clear()
-        self._until[key] = time.monotonic() + self.ttl_s
+            self._verdicts = {k: v for k, v in self._verdicts.items() if v[1] >= now}
+            if len(self._verdicts) >= self.max_entries:
+                self._verdicts.clear()
+        self._verdicts[key] = (large, time.monotonic() + self.ttl_s[large])
 
 
 async def choose(
@@ -120,15 +123,18 @@ async def choose(
     agents: list[str] | None,
     limit: int,
     exact_max: int,
-    large: LargePartitions | None = None,
+    verdicts: PartitionVerdicts | None = None,
 ) -> Strategy:
     """Count the caller's partition (up to exact_max + 1) and pick the plan; for HNSW the same statement applies the
-    index settings to the transaction. A partition `large` remembers is not counted again. Call `release` once the
-    search is done (or skipped)."""
+    index settings to the transaction. A partition whose verdict `verdicts` remembers is not counted again. Call
+    `release` once the search is done (or skipped)."""
     hnsw = {"hnsw.iterative_scan": "relaxed_order", "hnsw.ef_search": str(max(40, limit * 2)), "enable_sort": "off"}
     partition = (tenant_id, workspace, agents, limit)
     key = (profile_id, tenant_id, workspace, tuple(agents) if agents is not None else None, exact_max)
-    if large is not None and key in large:
+    known = verdicts.get(key) if verdicts is not None else None
+    if known is False:
+        return Strategy("exact", exact_sql(profile_id, dimension), {}, partition)
+    if known:
         await conn.execute("SELECT " + ", ".join(f"set_config('{n}', '{v}', true)" for n, v in hnsw.items()))
         return Strategy("hnsw", hnsw_sql(profile_id, dimension), hnsw, partition)
     applied = ", ".join(
@@ -141,10 +147,10 @@ async def choose(
         workspace,
         agents,
     )
+    if verdicts is not None:
+        verdicts.put(key, size > exact_max)
     if size <= exact_max:
         return Strategy("exact", exact_sql(profile_id, dimension), {}, partition)
-    if large is not None:
-        large.add(key)
     return Strategy("hnsw", hnsw_sql(profile_id, dimension), hnsw, partition)
 
 

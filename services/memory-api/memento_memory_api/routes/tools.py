@@ -79,7 +79,7 @@ async def call_tool(name: str, request: Request) -> JSONResponse:
                 settings=state.settings,
                 queue=state.queue,
                 access=state.access,
-                large_partitions=state.large_partitions,
+                partition_verdicts=state.partition_verdicts,
             )
             result = await handler(ctx, args)
             payload = {"result": result}
