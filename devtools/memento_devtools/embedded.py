@@ -58,18 +58,18 @@ def _memory_mb() -> int:
         return 2048
 
 
-def _shared_buffers_mb(memory_mb: int) -> int:
+def shared_buffers_mb(memory_mb: int | None = None) -> int:
     """An eighth of the machine's memory, 256 MB to 4 GB. The pages are only taken as they are used, so a small
     store costs little; a large one keeps its indexes in Postgres' own cache: at a million fragments, 256 MB left
     recall reading ~2,000 pages per query from the OS cache (lexical side p95 66-109 ms vs 43-46 ms with 3 GB,
-    vector side p95 14-17 vs 9-12 ms)."""
-    return max(256, min(4096, memory_mb // 8))
+    vector side p95 14-17 vs 9-12 ms). The launcher uses it; start_postgres' own default stays 256 MB (tests)."""
+    return max(256, min(4096, (memory_mb if memory_mb is not None else _memory_mb()) // 8))
 
 
 # Settings for a developer machine or CI runner (2 cores, a few GB). fsync stays on: this is where
 # `make run` keeps the user's memories. Callers can override any of them through `settings=`.
 DEFAULT_POSTGRES_SETTINGS: dict[str, str] = {
-    "shared_buffers": f"{_shared_buffers_mb(_memory_mb())}MB",
+    "shared_buffers": "256MB",
     "max_connections": "200",
     "maintenance_work_mem": "128MB",  # pgvector builds HNSW indexes in memory
     "effective_cache_size": "1GB",

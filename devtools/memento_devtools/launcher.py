@@ -35,6 +35,7 @@ from memento_devtools.embedded import (
     EmbeddedValkey,
     free_port,
     port_is_free,
+    shared_buffers_mb,
     spawn,
     start_postgres,
     start_valkey,
@@ -377,7 +378,11 @@ class Launcher:
         owner_password = store.get("postgres_owner_password")
         try:
             self.postgres = start_postgres(
-                pgdata, port=_pick_port(taken), owner_password=owner_password, log_path=self.logs / "postgres.log"
+                pgdata,
+                port=_pick_port(taken),
+                owner_password=owner_password,
+                log_path=self.logs / "postgres.log",
+                settings={"shared_buffers": f"{shared_buffers_mb()}MB"},
             )
             self.postgres.create_database(DATABASE_NAME)
         except EmbeddedError as exc:

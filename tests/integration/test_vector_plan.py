@@ -69,16 +69,13 @@ async def test_small_partitions_scan_exactly_large_ones_use_hnsw_and_both_return
     assert overlap >= 8, f"HNSW recall {overlap}/10 against the exact answer"
 
 
-async def test_a_counted_partition_is_not_counted_again_until_its_verdict_expires(
-    app_pool, owner_pool, tenant, monkeypatch
-):
+async def test_a_counted_partition_is_not_counted_again_until_its_verdict_expires(app_pool, owner_pool, tenant):
     rng = np.random.default_rng(11)
     await _seed(owner_pool, tenant, "agent-a", 12, rng)
     await _seed(owner_pool, tenant, "agent-b", 3, rng)
-    verdicts = vector.PartitionVerdicts(large_ttl_s=300, small_ttl_s=60)
+    now = 1000.0
+    verdicts = vector.PartitionVerdicts(large_ttl_s=300, small_ttl_s=60, clock=lambda: now)
     a, b = ["agent-a", "default"], ["agent-b", "default"]
-    now = vector.time.monotonic()
-    monkeypatch.setattr(vector.time, "monotonic", lambda: now)
 
     async def choose(agents):
         async with app_pool.acquire() as conn, conn.transaction():

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import asyncpg
@@ -90,9 +91,16 @@ class PartitionVerdicts:
     remembered for `large_ttl_s` / `small_ttl_s` seconds. Per process and bounded; it holds only verdicts, never rows.
     """
 
-    def __init__(self, large_ttl_s: float = 300.0, small_ttl_s: float = 60.0, max_entries: int = 10_000) -> None:
+    def __init__(
+        self,
+        large_ttl_s: float = 300.0,
+        small_ttl_s: float = 60.0,
+        max_entries: int = 10_000,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.ttl_s = {True: large_ttl_s, False: small_ttl_s}
         self.max_entries = max_entries
+        self.clock = clock  # tests pass their own: patching time.monotonic would also move the event loop's clock
         self._verdicts: dict[tuple, tuple[bool, float]] = {}
 
     def get(self, key: tuple) -> bool | None:
@@ -100,18 +108,18 @@ class PartitionVerdicts:
         found = self._verdicts.get(key)
         if found is None:
             return None
-        if found[1] < time.monotonic():
+        if found[1] < self.clock():
             del self._verdicts[key]
             return None
         return found[0]
 
     def put(self, key: tuple, large: bool) -> None:
         if len(self._verdicts) >= self.max_entries:
-            now = time.monotonic()
+            now = self.clock()
             self._verdicts = {k: v for k, v in self._verdicts.items() if v[1] >= now}
             if len(self._verdicts) >= self.max_entries:
                 self._verdicts.clear()
-        self._verdicts[key] = (large, time.monotonic() + self.ttl_s[large])
+        self._verdicts[key] = (large, self.clock() + self.ttl_s[large])
 
 
 async def choose(
