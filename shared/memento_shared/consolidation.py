@@ -87,3 +87,8 @@ def lifecycle(settings: Settings) -> dict[str, Any]:
             merged[key] = value
     merged["staleThresholds"] = dict(config["staleThresholds"])
     return merged
+
+
+def utility_half_life_days(settings: Settings) -> float:
+    """decay.utilityHalfLifeDays: the recency half-life every writer of utility_score passes to its SQL function."""
+    return float(lifecycle(settings)["decay"]["utilityHalfLifeDays"])

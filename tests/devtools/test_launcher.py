@@ -351,3 +351,11 @@ def test_spawn_lowers_a_background_childs_priority_for_its_whole_session(tmp_pat
     assert int(nice) == os.nice(0) + 7
     if group:  # autogroup scheduling enabled on this kernel
         assert group.endswith("nice 7"), group
+
+
+def test_the_launchers_postgres_cache_is_an_eighth_of_memory_within_bounds():
+    from memento_devtools.embedded import shared_buffers_mb
+
+    assert shared_buffers_mb(1024) == 256  # a small machine keeps the floor
+    assert shared_buffers_mb(24 * 1024) == 3072  # this one: an eighth
+    assert shared_buffers_mb(256 * 1024) == 4096  # a big one stops at the ceiling

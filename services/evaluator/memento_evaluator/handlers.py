@@ -11,7 +11,7 @@ import logging
 
 from memento_evaluator.scorers import Fragment
 from memento_evaluator.scorers.offline import NOVELTY_PLAN, NOVELTY_SQL, NOVELTY_WINDOW
-from memento_shared.consolidation import lifecycle
+from memento_shared.consolidation import utility_half_life_days
 from memento_shared.db.rls import system_transaction
 from memento_shared.telemetry.metrics import EVALUATIONS
 from memento_shared.worker import Runtime
@@ -45,7 +45,7 @@ async def evaluate_fragment(envelope: dict, rt: Runtime) -> None:
     except Exception:
         EVALUATIONS.labels(scorer.name, "error").inc()
         raise
-    half_life = float(lifecycle(rt.settings)["decay"]["utilityHalfLifeDays"])
+    half_life = utility_half_life_days(rt.settings)
     async with rt.pool.acquire() as conn, system_transaction(conn):
         # only if the content is still what was judged; an amend in between brings its own event
         await conn.execute(_WRITE_SQL, fragment_id, score.quality, row["updated_at"], half_life)

@@ -21,7 +21,7 @@ from memento_memory_api.routes import health, keys
 from memento_memory_api.routes import tools as tool_routes
 from memento_memory_api.uow import UnitOfWorkFactory
 from memento_shared import background
-from memento_shared.consolidation import lifecycle
+from memento_shared.consolidation import utility_half_life_days
 from memento_shared.db.pool import assert_not_privileged, create_pool
 from memento_shared.events import PROFILE_CHANNEL
 from memento_shared.http import RequestMetrics
@@ -120,7 +120,7 @@ def create_app(settings: Settings) -> FastAPI:
         state.profile_watch = ProfileWatch(state, settings.database_url)
         await state.profile_watch.start()
         state.uow = UnitOfWorkFactory(state.pool)
-        state.access = AccessRecorder(state.pool, float(lifecycle(settings)["decay"]["utilityHalfLifeDays"]))
+        state.access = AccessRecorder(state.pool, utility_half_life_days(settings))
         state.partition_verdicts = PartitionVerdicts()
         state.access.start()
         state.relay = Relay(state.pool, state.queue, settings.database_url, settings=settings)

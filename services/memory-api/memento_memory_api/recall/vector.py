@@ -142,12 +142,11 @@ async def choose(
     known = verdicts.get(key) if verdicts is not None else None
     if known is False:
         return Strategy("exact", exact_sql(profile_id, dimension), {}, partition)
+    apply = [f"set_config('{name}', '{value}', true)" for name, value in hnsw.items()]
     if known:
-        await conn.execute("SELECT " + ", ".join(f"set_config('{n}', '{v}', true)" for n, v in hnsw.items()))
+        await conn.execute("SELECT " + ", ".join(apply))
         return Strategy("hnsw", hnsw_sql(profile_id, dimension), hnsw, partition)
-    applied = ", ".join(
-        f"CASE WHEN n > {int(exact_max)} THEN set_config('{name}', '{value}', true) END" for name, value in hnsw.items()
-    )
+    applied = ", ".join(f"CASE WHEN n > {int(exact_max)} THEN {call} END" for call in apply)
     size = await conn.fetchval(
         f"SELECT n, {applied} FROM (SELECT count(*) AS n FROM (SELECT 1 FROM agent_memory.fragment_embeddings e"
         f" WHERE {_scope(profile_id, first=1)} LIMIT {int(exact_max) + 1}) s) c",
