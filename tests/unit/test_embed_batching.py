@@ -4,6 +4,7 @@ of document embeddings (the model is shared, one call at a time)."""
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 
 import numpy as np
@@ -62,3 +63,45 @@ async def test_a_query_does_not_wait_for_the_document_call_in_progress():
     finally:
         model.gate.set()
         await batcher.aclose()
+
+
+class PriorityProbe(OfflineProvider):
+    """The real offline model, noting the nice value of the thread each call runs on."""
+
+    def __init__(self, threads: int = 1, seen: dict | None = None) -> None:
+        super().__init__(threads)
+        self.seen = {} if seen is None else seen
+
+    def replica(self) -> PriorityProbe:
+        return PriorityProbe(self.threads, self.seen)
+
+    def embed(self, texts, input_type):
+        self.seen[input_type] = os.getpriority(os.PRIO_PROCESS, 0)  # 0: the calling thread, on Linux
+        return super().embed(texts, input_type)
+
+
+async def test_documents_run_niced_and_queries_do_not():
+    probe = PriorityProbe()
+    batcher = Batcher(probe, max_batch=4, window_s=0.0, document_niceness=7)
+    try:
+        await batcher.embed_document("the staging migration needs the force flag")
+        await batcher.embed_queries(["which flag does the migration need"])
+    finally:
+        await batcher.aclose()
+    ours = os.getpriority(os.PRIO_PROCESS, 0)
+    assert probe.seen == {"document": min(19, ours + 7), "query": ours}
+
+
+async def test_without_a_query_lane_the_shared_thread_keeps_its_priority():
+    class NoReplica(PriorityProbe):
+        replica = None
+
+    probe = NoReplica()
+    batcher = Batcher(probe, max_batch=4, window_s=0.0, document_niceness=7)
+    try:
+        await batcher.embed_document("the staging migration needs the force flag")
+        await batcher.embed_queries(["which flag does the migration need"])
+    finally:
+        await batcher.aclose()
+    ours = os.getpriority(os.PRIO_PROCESS, 0)
+    assert probe.seen == {"document": ours, "query": ours}

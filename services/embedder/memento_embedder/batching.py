@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import os
+import threading
 import time
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -36,6 +38,7 @@ class Batcher:
         *,
         limiter: ProviderLimiter | None = None,
         store: Store | None = None,
+        document_niceness: int = 0,
     ) -> None:
         self.provider = provider
         self.max_batch = max_batch
@@ -46,8 +49,11 @@ class Batcher:
         # A local model is not re-entrant: one call at a time per instance, each instance on its own thread.
         self._lanes: dict[InputType, _Lane] = {}
         if not self._is_async:
-            documents = _Lane(provider, "embed")
             replica = getattr(provider, "replica", None)
+            # With a query lane of its own, the document thread runs niced: the kernel then hands the process's
+            # share of the CPU to a query first, so a backlog of writes does not slow the searches waiting on it.
+            # Without one, the thread serves queries too and keeps its priority.
+            documents = _Lane(provider, "embed", document_niceness if replica else 0)
             self._lanes = {"document": documents, "query": _Lane(replica(), "embed-query") if replica else documents}
         self._pending: list[tuple[str, Any, asyncio.Future]] = []
         self._pump_task: asyncio.Task | None = None
@@ -147,7 +153,21 @@ class Batcher:
 class _Lane:
     """One instance of a local model, its thread, and the lock that keeps it to one call at a time."""
 
-    def __init__(self, provider: Provider, thread_name: str) -> None:
+    def __init__(self, provider: Provider, thread_name: str, niceness: int = 0) -> None:
         self.provider = provider
-        self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=thread_name)
+        self.executor = ThreadPoolExecutor(
+            max_workers=1, thread_name_prefix=thread_name, initializer=_lower_thread_priority, initargs=(niceness,)
+        )
         self.lock = asyncio.Lock()
+
+
+def _lower_thread_priority(niceness: int) -> None:
+    """Nice the calling thread alone (Linux keeps a nice value per thread; the offline model computes on the
+    thread that calls it when it has one OpenMP thread, and inherits this value in any it starts)."""
+    if niceness > 0 and hasattr(os, "setpriority"):
+        try:
+            os.setpriority(
+                os.PRIO_PROCESS, threading.get_native_id(), min(19, os.getpriority(os.PRIO_PROCESS, 0) + niceness)
+            )
+        except OSError:
+            pass  # not allowed here: the thread keeps the process's priority

@@ -59,6 +59,7 @@ class ProfileRegistry:
             settings.embedding_batch_window_ms / 1000,
             limiter=limiter,
             store=store,
+            document_niceness=settings.embedding_document_niceness,
         )
         self._batchers[profile_id] = batcher
         return batcher
