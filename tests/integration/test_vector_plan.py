@@ -98,3 +98,58 @@ async def test_a_counted_partition_is_not_counted_again_until_its_verdict_expire
     assert await choose(a) == ("hnsw", "relaxed_order")
     now += 300  # then the large one
     assert await choose(a) == ("exact", "off")
+
+
+async def test_a_partition_that_is_most_of_its_index_goes_through_hnsw(app_pool, owner_pool, tenant):
+    """Within VECTOR_EXACT_MAX_ROWS, a partition holding at least half of the profile's index (and more than the
+    share floor) is searched through HNSW: there is little for the index walk to skip. A profile of its own gives
+    the test an index whose size it knows."""
+    profile, dim = "share_" + tenant.removeprefix("t-"), 8
+    rng = np.random.default_rng(5)
+    async with owner_pool.acquire() as conn:
+        from pgvector.asyncpg import register_vector
+
+        await register_vector(conn)
+        await conn.execute(
+            "INSERT INTO agent_memory.embedding_profiles (id, provider, model, dimension) VALUES ($1, 'test', $1, $2)",
+            profile,
+            dim,
+        )
+        await conn.execute(
+            f"CREATE INDEX fragment_embeddings_hnsw_{profile} ON agent_memory.fragment_embeddings USING hnsw"
+            f" ((embedding::vector({dim})) vector_cosine_ops) WHERE profile_id = '{profile}'"
+        )
+        try:
+            for agent, count in (("agent-a", 60), ("agent-b", 20)):
+                rows = [(f"frag-{tenant}-{agent}-{i}", tenant, agent) for i in range(count)]
+                await conn.executemany(
+                    "INSERT INTO agent_memory.fragments (id, tenant_id, workspace, agent_id, content, topic, type,"
+                    " importance, content_hash, ttl_tier) VALUES ($1, $2, 'default', $3, $1, 't', 'fact', 0.5, $1,"
+                    " 'warm')",
+                    rows,
+                )
+                await conn.executemany(
+                    "INSERT INTO agent_memory.fragment_embeddings (fragment_id, profile_id, tenant_id, workspace,"
+                    " agent_id, content_hash, embedding) VALUES ($1, $5, $2, 'default', $3, $1, $4)",
+                    [(*row, rng.normal(size=dim).astype(np.float32), profile) for row in rows],
+                )
+
+            async def choose(agent: str, share_floor: int) -> tuple[str, int]:
+                async with app_pool.acquire() as app, app.transaction():
+                    await register_vector(app)
+                    await set_principal(app, tenant_id=tenant, workspace="default", agent_id=agent)
+                    strategy = await vector.choose(
+                        app, profile, dim, tenant, "default", [agent, "default"], 10, 1000, share_floor=share_floor
+                    )
+                    hits = await vector.search(app, strategy, rng.normal(size=dim).astype(np.float32))
+                    return strategy.name, len(hits)
+
+            # until the index has planner statistics its size is unknown, and the partition size alone decides
+            assert await choose("agent-a", share_floor=50) == ("exact", 10)
+            await conn.execute("ANALYZE agent_memory.fragment_embeddings")
+            assert await choose("agent-a", share_floor=50) == ("hnsw", 10)  # 60 of 80, over the floor
+            assert await choose("agent-b", share_floor=10) == ("exact", 10)  # 20 of 80: a quarter
+            assert await choose("agent-a", share_floor=60) == ("exact", 10)  # not over the floor
+        finally:
+            await conn.execute(f"DROP INDEX agent_memory.fragment_embeddings_hnsw_{profile}")
+            await conn.execute("DELETE FROM agent_memory.embedding_profiles WHERE id = $1", profile)
