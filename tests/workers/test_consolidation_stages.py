@@ -7,6 +7,7 @@ import hashlib
 import json
 import secrets
 
+import asyncpg
 import numpy as np
 import pytest
 import redis.asyncio as aioredis
@@ -363,3 +364,22 @@ async def test_stage_10_statistics_describe_the_scope(wenv, tenant):
         "embedded": 1,
         "dead_letters": 0,
     }
+
+
+async def test_batches_written_at_once_all_land_and_a_failed_one_stops_the_stage(wenv, tenant):
+    o = wenv.owner
+    rows = [await craft(o, tenant, topic="writers", importance=0.5) for _ in range(9)]
+    ctx = stage_context(wenv, tenant)  # batches of two, two written at once
+    assert ctx.writers == 2
+    assert await ctx.update_matching("topic = {0} AND importance = 0.5", ["writers"], "importance = 0.25") == 9
+    assert {await column(o, f, "importance") for f in rows} == {0.25}
+
+    boom = await craft(o, tenant, topic="writers", importance=0.25, content="boom " + secrets.token_hex(4))
+    with pytest.raises(asyncpg.DivisionByZeroError):  # the batch's own error, not a group of them
+        await ctx.update_matching(
+            "topic = {0}", ["writers"], "importance = CASE WHEN content LIKE 'boom%' THEN 1 / 0 ELSE 0.75 END"
+        )
+    assert await column(o, boom, "importance") == 0.25  # its batch rolled back whole
+    # the stage's cursor and writers all went back to the pool
+    assert ctx.pool.get_idle_size() == ctx.pool.get_size()
+    assert await ctx.update_matching("topic = {0} AND id <> {1}", ["writers", boom], "importance = 0.5") == 9

@@ -21,7 +21,10 @@ def main() -> None:
             settings=settings,
             functions=jobs.functions(timeout),
             cron_jobs=schedule.cron_jobs(settings.consolidation_cron, jobs.consolidate_all, timeout),
-            max_jobs=4,
+            # A run holds two pool connections throughout (its tenant lock, its cursor) and writes on up to
+            # CONSOLIDATION_WRITERS more; with two runs at once the pool (max_jobs + 4) always has one left for a
+            # writer, where four runs could hold all eight and wait on each other for ever.
+            max_jobs=2,
         )
     )
 

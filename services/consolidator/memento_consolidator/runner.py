@@ -67,6 +67,7 @@ async def run_consolidation(
             workspace,
             since=since,
             batch_size=rt.settings.consolidation_batch_size,
+            writers=rt.settings.consolidation_writers,
         )
         counts: dict[str, int] = {}
         stage_ms: dict[str, int] = {}

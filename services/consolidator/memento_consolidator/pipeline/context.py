@@ -6,6 +6,7 @@ security then keeps a stage's mistake inside the tenant it was asked to consolid
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import re
 from collections.abc import AsyncIterator, Sequence
@@ -30,6 +31,7 @@ class StageContext:
     workspace: str
     since: datetime | None = None  # when the last finished run started: incremental stages look at what is newer
     batch_size: int = 1000
+    writers: int = 2  # batches update_matching writes at once
     contradictions: list[dict] = field(default_factory=list)
     stats: dict[str, Any] = field(default_factory=dict)
 
@@ -76,16 +78,7 @@ class StageContext:
         The predicate selects the rows in one pass and is checked again in each change, so a row that a
         concurrent write changed meanwhile is judged on what it is now.
         """
-        find = "SELECT id FROM agent_memory.fragments WHERE tenant_id = $1 AND workspace = $2 AND " + _numbered(
-            predicate, 3
-        )
-        first_own = 4 + len(params)
-        apply = (
-            f"{_numbered(change, first_own)} id = ANY($1) AND tenant_id = $2 AND workspace = $3"
-            f" AND {_numbered(predicate, 4)}"
-        )
-        if returning:
-            apply += f" RETURNING {returning}"
+        find, apply = _find_and_apply(predicate, len(params), change, returning)
         async for batch in self.stream(find, self.tenant_id, self.workspace, *params):
             ids = [r["id"] for r in batch]
             args = (ids, self.tenant_id, self.workspace, *params, *change_params)
@@ -95,12 +88,62 @@ class StageContext:
     async def update_matching(
         self, predicate: str, params: Sequence[Any], set_clause: str, set_params: Sequence[Any] = ()
     ) -> int:
-        """How many rows `UPDATE ... SET set_clause` changed among those matching `predicate` (change_matching)."""
-        total = 0
-        change = f"UPDATE agent_memory.fragments SET {set_clause} WHERE"
-        async for status in self.change_matching(predicate, params, change, change_params=set_params):
-            total += int(status.rsplit(" ", 1)[-1])
-        return total
+        """How many rows `UPDATE ... SET set_clause` changed among those matching `predicate` (as change_matching
+        finds and re-checks them).
+
+        Up to `writers` batches are written at once, each in its own transaction on its own connection, while the
+        cursor reads on: a first pass after a bulk change rewrites half a million rows at a million, and one
+        backend at a time leaves the second core idle. Batches hold disjoint rows, so they never wait on each
+        other; each commits or rolls back whole, and the first failure stops the stage and propagates.
+        """
+        find, apply = _find_and_apply(predicate, len(params), f"UPDATE agent_memory.fragments SET {set_clause} WHERE")
+        slots = asyncio.Semaphore(max(1, self.writers))
+        counts: list[int] = []
+        errors: list[BaseException] = []
+        writing: set[asyncio.Task] = set()
+
+        async def write(ids: list[str]) -> None:
+            try:
+                async with self.transaction() as conn:
+                    status = await conn.execute(apply, ids, self.tenant_id, self.workspace, *params, *set_params)
+                counts.append(int(status.rsplit(" ", 1)[-1]))
+            except BaseException as exc:
+                errors.append(exc)
+            finally:
+                slots.release()
+
+        try:
+            async with contextlib.aclosing(self.stream(find, self.tenant_id, self.workspace, *params)) as batches:
+                async for batch in batches:
+                    await slots.acquire()
+                    if errors:  # stop reading at the first failed batch
+                        break
+                    task = asyncio.create_task(write([r["id"] for r in batch]))
+                    writing.add(task)
+                    task.add_done_callback(writing.discard)
+            await asyncio.gather(*writing)
+        except BaseException:
+            for task in writing:
+                task.cancel()
+            await asyncio.gather(*writing, return_exceptions=True)
+            raise
+        if errors:
+            raise errors[0]
+        return sum(counts)
+
+
+def _find_and_apply(predicate: str, n_params: int, change: str, returning: str | None = None) -> tuple[str, str]:
+    """The read-only query that finds the scope's rows matching `predicate` (parameters: tenant, workspace, then the
+    predicate's), and the change applied to a batch of their ids that checks the predicate again (parameters: ids,
+    tenant, workspace, the predicate's, then the change's own)."""
+    find = "SELECT id FROM agent_memory.fragments WHERE tenant_id = $1 AND workspace = $2 AND " + _numbered(
+        predicate, 3
+    )
+    apply = (
+        f"{_numbered(change, 4 + n_params)} id = ANY($1) AND tenant_id = $2 AND workspace = $3"
+        f" AND {_numbered(predicate, 4)}"
+    )
+    return find, apply + (f" RETURNING {returning}" if returning else "")
 
 
 def _numbered(sql: str, first: int) -> str:
