@@ -53,13 +53,10 @@ class StageContext:
         own short transaction on another connection."""
         async with self.pool.acquire() as conn, conn.transaction(readonly=True):
             await self._act(conn)
-            batch: list[asyncpg.Record] = []
-            async for row in conn.cursor(sql, *args, prefetch=self.batch_size):
-                batch.append(row)
-                if len(batch) >= self.batch_size:
-                    yield batch
-                    batch = []
-            if batch:
+            # a batch per fetch: iterating the cursor row by row cost the worker more CPU than Postgres spent
+            # updating the rows (a first pass at 1M hands half a million ids through here)
+            cursor = await conn.cursor(sql, *args)
+            while batch := await cursor.fetch(self.batch_size):
                 yield batch
 
     async def change_matching(
