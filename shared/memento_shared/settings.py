@@ -142,7 +142,7 @@ class Settings(BaseSettings):
     # consolidator: a five-field cron expression (UTC); empty disables the schedule
     consolidation_cron: str = Field("30 3 * * *", alias="CONSOLIDATION_CRON")
     consolidation_batch_size: int = Field(1000, alias="CONSOLIDATION_BATCH_SIZE")
-    # batches of one stage written at once, each on its own connection (the pool needs this many + 2)
+    # batches of one stage written at once, each on its own connection (a run holds up to this many + 2)
     consolidation_writers: int = Field(2, alias="CONSOLIDATION_WRITERS", ge=1, le=8)
     consolidation_lock_timeout_s: float = Field(60.0, alias="CONSOLIDATION_LOCK_TIMEOUT_SECONDS")
 

@@ -17,6 +17,7 @@ from typing import Any
 import asyncpg
 from arq.connections import ArqRedis
 
+from memento_shared.db.cursor import fetch_batches
 from memento_shared.db.rls import set_principal
 from memento_shared.settings import Settings
 
@@ -53,10 +54,7 @@ class StageContext:
         own short transaction on another connection."""
         async with self.pool.acquire() as conn, conn.transaction(readonly=True):
             await self._act(conn)
-            # a batch per fetch: iterating the cursor row by row cost the worker more CPU than Postgres spent
-            # updating the rows (a first pass at 1M hands half a million ids through here)
-            cursor = await conn.cursor(sql, *args)
-            while batch := await cursor.fetch(self.batch_size):
+            async for batch in fetch_batches(conn, sql, *args, size=self.batch_size):
                 yield batch
 
     async def change_matching(

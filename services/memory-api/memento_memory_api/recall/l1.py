@@ -16,6 +16,7 @@ from redis.exceptions import RedisError
 
 from memento_shared import background
 from memento_shared import l1 as layout
+from memento_shared.db.cursor import fetch_batches
 from memento_shared.db.rls import set_system
 
 log = logging.getLogger(__name__)
@@ -114,26 +115,15 @@ async def _rebuild(redis: Redis, pool: asyncpg.Pool) -> None:
     themselves, and an id forgotten meanwhile is dropped by recall's read of Postgres."""
     async with pool.acquire() as conn, conn.transaction(isolation="repeatable_read", readonly=True):
         await set_system(conn)
-        batch: list[asyncpg.Record] = []
-        async for row in conn.cursor(
-            "SELECT id, tenant_id, workspace, agent_id, keywords, importance, created_at FROM agent_memory.fragments",
-            prefetch=REBUILD_BATCH,
-        ):
-            batch.append(row)
-            if len(batch) >= REBUILD_BATCH:
-                await _index_rows(redis, batch)
-                batch = []
-        if batch:
-            await _index_rows(redis, batch)
-
-
-async def _index_rows(redis: Redis, rows: list[asyncpg.Record]) -> None:
-    async with redis.pipeline(transaction=False) as pipe:
-        for row in rows:
-            score = layout.score(row["importance"], row["created_at"])
-            for keyword in row["keywords"]:
-                pipe.zadd(layout.key(row["tenant_id"], row["workspace"], row["agent_id"], keyword), {row["id"]: score})
-        await pipe.execute()
+        sql = "SELECT id, tenant_id, workspace, agent_id, keywords, importance, created_at FROM agent_memory.fragments"
+        async for rows in fetch_batches(conn, sql, size=REBUILD_BATCH):
+            async with redis.pipeline(transaction=False) as pipe:
+                for row in rows:
+                    score = layout.score(row["importance"], row["created_at"])
+                    for keyword in row["keywords"]:
+                        key = layout.key(row["tenant_id"], row["workspace"], row["agent_id"], keyword)
+                        pipe.zadd(key, {row["id"]: score})
+                await pipe.execute()
 
 
 class L1Keeper:
