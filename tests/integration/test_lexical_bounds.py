@@ -1,7 +1,8 @@
-"""Recall's lexical side stays bounded in a large store: at most `candidates` matches of any term are ranked, and
-when that cap is reached the matches of every term are gathered too and come first, so the best matches are not
-lost to the cap. Below the cap the ranking is the full one. The trigram side only runs when full text under-serves
-an identifier-like query."""
+"""Recall's lexical side weighs each term by how rarely the caller's matches hold it, and stays bounded in a large
+store: at most `candidates` matches of any term are ranked. Past that cap the capped matches are only a sample
+(table order), so the best ones are gathered besides it: the matches of every term first, the matches of the
+query's rare terms, and the newest matches. The trigram side only runs when full text under-serves an
+identifier-like query."""
 
 from __future__ import annotations
 
@@ -9,11 +10,12 @@ from memento_memory_api.recall import lexical
 from memento_memory_api.uow import Scope, UnitOfWorkFactory
 
 
-async def _store(owner_pool, tenant: str, rows: list[tuple[str, str]]) -> None:
+async def _store(owner_pool, tenant: str, rows: list[tuple[str, str]], days_old: float = 0) -> None:
     await owner_pool.executemany(
         "INSERT INTO agent_memory.fragments (id, tenant_id, workspace, agent_id, content, topic, type, importance,"
-        " content_hash, ttl_tier) VALUES ($1, $2, 'default', 'default', $3, 't', 'fact', 0.5, $1, 'warm')",
-        [(frag_id, tenant, content) for frag_id, content in rows],
+        " content_hash, ttl_tier, created_at)"
+        " VALUES ($1, $2, 'default', 'default', $3, 't', 'fact', 0.5, $1, 'warm', now() - make_interval(days => $4))",
+        [(frag_id, tenant, content, days_old) for frag_id, content in rows],
     )
 
 
@@ -23,21 +25,61 @@ async def test_the_cap_keeps_matches_of_every_term_first(app_pool, owner_pool, t
     best = [(f"frag-b{tenant[-6:]}{i:04d}", f"alpha and beta together {i}") for i in range(2)]
     await _store(owner_pool, tenant, common + best)
     async with UnitOfWorkFactory(app_pool)(Scope(tenant, "default", "default")) as uow:
-        capped = await lexical.search(uow.conn, "alpha beta", None, 5, candidates=10)
-        full = await lexical.search(uow.conn, "alpha beta", None, 5, candidates=1000)
+        capped = await lexical.search(uow.conn, "alpha beta", uow.scope, None, 5, candidates=10)
+        full = await lexical.search(uow.conn, "alpha beta", uow.scope, None, 5, candidates=1000)
     assert set(capped[:2]) == {frag_id for frag_id, _ in best}, "matches of every term must survive the cap"
     assert len(capped) == 5
     assert set(full[:2]) == {frag_id for frag_id, _ in best}, "below the cap the full ranking puts them first too"
+
+
+async def test_a_rare_term_outranks_a_common_one(app_pool, owner_pool, tenant):
+    # below the cap: the one "zeta" fragment is the oldest, and ts_rank_cd scores every one-term match the same
+    rare = f"frag-z{tenant[-6:]}0001"
+    await _store(owner_pool, tenant, [(rare, "the zeta incident report")], days_old=10)
+    await _store(owner_pool, tenant, [(f"frag-a{tenant[-6:]}{i:04d}", f"alpha note number {i}") for i in range(8)])
+    scope = Scope(tenant, "default", "default")
+    async with UnitOfWorkFactory(app_pool)(scope) as uow:
+        found = await lexical.search(uow.conn, "alpha zeta", scope, None, 5)
+    assert found[0] == rare
+    assert len(found) == 5
+
+
+async def test_past_the_cap_the_newest_matches_are_candidates_too(app_pool, owner_pool, tenant):
+    # 30 month-old fragments fill the capped sample; the one stored just now comes last in table order
+    old = [(f"frag-o{tenant[-6:]}{i:04d}", f"alpha note number {i}") for i in range(30)]
+    await _store(owner_pool, tenant, old, days_old=30)
+    fresh = f"frag-f{tenant[-6:]}0001"
+    await _store(owner_pool, tenant, [(fresh, "alpha note stored just now")])
+    scope = Scope(tenant, "default", "default")
+    async with UnitOfWorkFactory(app_pool)(scope) as uow:
+        admin = await lexical.search(uow.conn, "alpha note", scope, None, 5, candidates=10)
+        agent = await lexical.search(uow.conn, "alpha note", scope, ["default", "other"], 5, candidates=10)
+    assert admin[0] == fresh, "an admin's search spans every namespace and still meets the newest"
+    assert agent[0] == fresh, "an agent's search walks each of its namespaces newest first"
+
+
+async def test_past_the_cap_a_rare_term_outranks_a_common_one(app_pool, owner_pool, tenant):
+    # "alpha" fills the sample; "zeta" is in none of it and only in one older fragment, stored after the sample's
+    # rows and older than the newest ones (so neither the sample nor the recent walk holds it)
+    await _store(owner_pool, tenant, [(f"frag-a{tenant[-6:]}{i:04d}", f"alpha note number {i}") for i in range(20)], 3)
+    rare = f"frag-z{tenant[-6:]}0001"
+    await _store(owner_pool, tenant, [(rare, "the zeta incident report")], days_old=10)
+    await _store(owner_pool, tenant, [(f"frag-n{tenant[-6:]}{i:04d}", f"alpha fresh note {i}") for i in range(5)])
+    scope = Scope(tenant, "default", "default")
+    async with UnitOfWorkFactory(app_pool)(scope) as uow:
+        capped = await lexical.search(uow.conn, "alpha zeta", scope, None, 5, candidates=10, recent=3)
+    assert capped[0] == rare, "the term the sample lacks says most about the question"
+    assert len(capped) == 5
 
 
 async def test_trigram_is_a_fallback_for_identifiers_full_text_misses(app_pool, owner_pool, tenant):
     await _store(owner_pool, tenant, [(f"frag-t{tenant[-6:]}0001", "the client saw ERR_CONN_RESET twice")])
     async with UnitOfWorkFactory(app_pool)(Scope(tenant, "default", "default")) as uow:
         # full text splits nothing useful out of the partial identifier; trigram similarity finds it
-        found = await lexical.search(uow.conn, "ERR_CONN_RESE", None, 5)
+        found = await lexical.search(uow.conn, "ERR_CONN_RESE", uow.scope, None, 5)
         # inside a question, the identifier is what is looked up by trigram (the question's other words would
         # dilute the similarity below the threshold, and their common trigrams made the lookup slow)
-        asked = await lexical.search(uow.conn, "why do we keep getting ERR_CONN_RESE errors", None, 5)
+        asked = await lexical.search(uow.conn, "why do we keep getting ERR_CONN_RESE errors", uow.scope, None, 5)
     assert found == [f"frag-t{tenant[-6:]}0001"]
     assert asked == [f"frag-t{tenant[-6:]}0001"]
 

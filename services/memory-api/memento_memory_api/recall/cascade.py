@@ -86,7 +86,7 @@ async def _recall_in(
         started = time.perf_counter()
         # Everything that does not need the query vector runs while the model computes it: the lexical search, its
         # rows, and the vector plan's choice; after it, one statement returns the nearest fragments' rows.
-        lexical_ids = await lexical.search(conn, args.text, agents, CANDIDATES)
+        lexical_ids = await lexical.search(conn, args.text, scope, agents, CANDIDATES)
         await _fetch_missing(conn, args, lexical_ids, rows, tiers)
         strategy = await vector.choose(
             conn,

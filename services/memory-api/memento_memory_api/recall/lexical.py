@@ -7,6 +7,7 @@ import re
 
 import asyncpg
 
+from memento_memory_api.uow import Scope
 from memento_shared.text.keywords import STOPWORDS
 
 _TERM = re.compile(r"[0-9A-Za-z가-힣_]+")
@@ -20,35 +21,100 @@ def terms(text: str) -> list[str]:
     return out[:32]
 
 
+# Each term weighs by how rarely the caller's matches hold it (an inverse document frequency, counted over the first
+# SAMPLE matches), and fragments rank by the summed weights of the terms they hold, then by ts_rank_cd, then newest
+# first: the rarest words of a question (a name, an identifier) say most about what it wants. On LoCoMo this took
+# hybrid recall@10 from 0.617 (ts_rank_cd alone) to 0.656.
+#
 # Ranking every match does not scale: in a million fragments a common word matches a quarter of them, and ranking
-# those took 1.7 s (EXPLAIN ANALYZE, bench store). So at most CANDIDATES matches of any term are ranked; when that
-# cap is reached, the matches of every term (the ones ts_rank_cd would put first anyway) are gathered too and come
-# first (and when they fill the answer, the rest is not ranked at all). Below the cap (every store of ordinary size)
-# the answer is exactly the full ranking.
-CANDIDATES = 1000
+# those took 1.7 s (EXPLAIN ANALYZE, bench store). So at most CANDIDATES matches of any term are ranked; below that
+# cap (stores of ordinary size) they are all the matches. Past it they are whichever rows the scan met first (the
+# oldest, mostly), so three kinds of candidates are gathered besides them:
+#   - the matches of every term, which come first;
+#   - the matches of the terms that (almost) none of the sample holds, up to RARE_CANDIDATES;
+#   - the newest RECENT fragments of the caller's namespaces that match: what was just stored must be findable by
+#     its words before its embedding exists (those that hold every term join the first group).
+CANDIDATES = 300
+RECENT = 500
+RARE_CANDIDATES = 200
+SAMPLE = 200
 TRIGRAM_CANDIDATES = 200
 _SEARCH = """
 WITH any_term AS MATERIALIZED (
     SELECT f.id, f.tsv, f.created_at FROM agent_memory.fragments f
     WHERE f.tsv @@ to_tsquery('simple', $1) AND ($3::text[] IS NULL OR f.agent_id = ANY($3)) LIMIT $5),
+capped AS MATERIALIZED (SELECT count(*) >= $5 AS hit FROM any_term),
 all_terms AS MATERIALIZED (
     SELECT f.id, f.tsv, f.created_at FROM agent_memory.fragments f
-    WHERE (SELECT count(*) FROM any_term) >= $5
-      AND f.tsv @@ to_tsquery('simple', $2) AND ($3::text[] IS NULL OR f.agent_id = ANY($3)) LIMIT $5)
-SELECT id FROM (
-    SELECT *, 0 AS pass FROM all_terms
-    UNION ALL SELECT *, 1 AS pass FROM any_term WHERE (SELECT count(*) FROM all_terms) < $4) c
-ORDER BY pass, ts_rank_cd(tsv, to_tsquery('simple', $1), 32) DESC, created_at DESC LIMIT $4
+    WHERE (SELECT hit FROM capped)
+      AND f.tsv @@ to_tsquery('simple', $2) AND ($3::text[] IS NULL OR f.agent_id = ANY($3)) LIMIT $5),
+sample AS MATERIALIZED (SELECT tsv FROM any_term LIMIT $12),
+terms AS MATERIALIZED (
+    SELECT t.term, t.q, ln(((SELECT count(*) FROM sample) + 1)::float8 / (n.in_sample + 1)) AS weight, n.in_sample
+    FROM (SELECT term, to_tsquery('simple', term) AS q FROM unnest($6::text[]) term) t
+    CROSS JOIN LATERAL (SELECT count(*) AS in_sample FROM sample s WHERE s.tsv @@ t.q) n),
+rare AS MATERIALIZED (
+    SELECT f.id, f.tsv, f.created_at FROM agent_memory.fragments f
+    WHERE (SELECT hit FROM capped)
+      AND f.tsv @@ (SELECT to_tsquery('simple', string_agg(term, ' | ')) FROM terms WHERE in_sample <= $10)
+      AND ($3::text[] IS NULL OR f.agent_id = ANY($3)) LIMIT $11),
+recent AS MATERIALIZED (
+    SELECT r.* FROM (
+        -- one index walk (tenant, workspace, agent, created_at) per namespace; an admin's walk spans them all
+        SELECT n.* FROM unnest($3::text[]) a(agent_id) CROSS JOIN LATERAL (
+            SELECT f.id, f.tsv, f.created_at FROM agent_memory.fragments f
+            WHERE (SELECT hit FROM capped) AND f.tenant_id = $7 AND f.workspace = $8 AND f.agent_id = a.agent_id
+            ORDER BY f.created_at DESC LIMIT $9) n
+        UNION ALL
+        (SELECT f.id, f.tsv, f.created_at FROM agent_memory.fragments f
+         WHERE (SELECT hit FROM capped) AND $3::text[] IS NULL AND f.tenant_id = $7 AND f.workspace = $8
+         ORDER BY f.created_at DESC LIMIT $9)) r
+    WHERE r.tsv @@ to_tsquery('simple', $1)),
+pool AS (
+    SELECT * FROM any_term
+    UNION ALL SELECT * FROM recent r WHERE NOT EXISTS (SELECT 1 FROM any_term s WHERE s.id = r.id)
+    UNION ALL SELECT * FROM rare r WHERE NOT EXISTS (SELECT 1 FROM any_term s WHERE s.id = r.id)
+        AND NOT EXISTS (SELECT 1 FROM recent n WHERE n.id = r.id))
+SELECT id, pass FROM (
+    SELECT *, 0 AS pass, 0::float8 AS weight FROM all_terms
+    UNION ALL SELECT r.*, 0, 0 FROM recent r
+    WHERE r.tsv @@ to_tsquery('simple', $2) AND NOT EXISTS (SELECT 1 FROM all_terms a WHERE a.id = r.id)
+    UNION ALL
+    SELECT p.*, 1 AS pass,
+        coalesce((SELECT sum(t.weight) FROM terms t WHERE p.tsv @@ t.q), 0)
+    FROM pool p WHERE (SELECT count(*) FROM all_terms) < $4) c
+ORDER BY pass, weight DESC, ts_rank_cd(tsv, to_tsquery('simple', $1), 32) DESC, created_at DESC LIMIT $4
 """
 
 
 async def search(
-    conn: asyncpg.Connection, text: str, agents: list[str] | None, limit: int, candidates: int = CANDIDATES
+    conn: asyncpg.Connection,
+    text: str,
+    scope: Scope,
+    agents: list[str] | None,
+    limit: int,
+    candidates: int = CANDIDATES,
+    recent: int = RECENT,
 ) -> list[str]:
     words = terms(text)
     if not words:
         return []
-    rows = await conn.fetch(_SEARCH, " | ".join(words), " & ".join(words), agents, 2 * limit, candidates)
+    sample = min(SAMPLE, candidates)
+    rows = await conn.fetch(
+        _SEARCH,
+        " | ".join(words),
+        " & ".join(words),
+        agents,
+        2 * limit,
+        candidates,
+        words,
+        scope.tenant_id,
+        scope.workspace,
+        recent,
+        sample // 100,  # "rare": in at most 1 % of the sample
+        RARE_CANDIDATES,
+        sample,
+    )
     ids = list(dict.fromkeys(r["id"] for r in rows))[:limit]  # a fragment can come from both passes
     identifier = _identifier(text)
     if len(ids) < limit and identifier:
