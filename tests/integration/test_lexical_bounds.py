@@ -8,15 +8,11 @@ from __future__ import annotations
 
 from memento_memory_api.recall import lexical
 from memento_memory_api.uow import Scope, UnitOfWorkFactory
+from tests.fixtures.rows import store_fragments
 
 
 async def _store(owner_pool, tenant: str, rows: list[tuple[str, str]], days_old: float = 0) -> None:
-    await owner_pool.executemany(
-        "INSERT INTO agent_memory.fragments (id, tenant_id, workspace, agent_id, content, topic, type, importance,"
-        " content_hash, ttl_tier, created_at)"
-        " VALUES ($1, $2, 'default', 'default', $3, 't', 'fact', 0.5, $1, 'warm', now() - make_interval(days => $4))",
-        [(frag_id, tenant, content, days_old) for frag_id, content in rows],
-    )
+    await store_fragments(owner_pool, tenant, [(frag_id, content, []) for frag_id, content in rows], days_old)
 
 
 async def test_the_cap_keeps_matches_of_every_term_first(app_pool, owner_pool, tenant):

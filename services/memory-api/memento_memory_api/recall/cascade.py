@@ -77,7 +77,7 @@ async def _recall_in(
         # and no filter, a ready L1 already holds exactly what L2 would find.
         l1_complete = l1_ids is not None and len(keywords) == 1 and args.topic is None and args.type is None
         if not l1_complete and len(rows) < CANDIDATES:
-            for row in await repo.by_keywords(conn, keywords, agents, args.topic, args.type, CANDIDATES):
+            for row in await repo.by_keywords(conn, keywords, scope, agents, args.topic, args.type, CANDIDATES):
                 rows.setdefault(row["id"], row)
                 tiers.setdefault(row["id"], "L2")
         ranked_lists.append(sorted(rows, key=lambda i: (tiers[i] != "L1", -rows[i]["importance"])))

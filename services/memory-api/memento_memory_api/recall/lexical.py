@@ -7,6 +7,7 @@ import re
 
 import asyncpg
 
+from memento_memory_api.repositories.fragments import newest_in_namespaces
 from memento_memory_api.uow import Scope
 from memento_shared.text.keywords import STOPWORDS
 
@@ -39,7 +40,8 @@ RECENT = 500
 RARE_CANDIDATES = 200
 SAMPLE = 200
 TRIGRAM_CANDIDATES = 200
-_SEARCH = """
+_NEWEST = newest_in_namespaces("f.id, f.tsv, f.created_at", "$3", "$7", "$8", "$9", "(SELECT hit FROM capped)")
+_SEARCH = f"""
 WITH any_term AS MATERIALIZED (
     SELECT f.id, f.tsv, f.created_at FROM agent_memory.fragments f
     WHERE f.tsv @@ to_tsquery('simple', $1) AND ($3::text[] IS NULL OR f.agent_id = ANY($3)) LIMIT $5),
@@ -59,16 +61,7 @@ rare AS MATERIALIZED (
       AND f.tsv @@ (SELECT to_tsquery('simple', string_agg(term, ' | ')) FROM terms WHERE in_sample <= $10)
       AND ($3::text[] IS NULL OR f.agent_id = ANY($3)) LIMIT $11),
 recent AS MATERIALIZED (
-    SELECT r.* FROM (
-        -- one index walk (tenant, workspace, agent, created_at) per namespace; an admin's walk spans them all
-        SELECT n.* FROM unnest($3::text[]) a(agent_id) CROSS JOIN LATERAL (
-            SELECT f.id, f.tsv, f.created_at FROM agent_memory.fragments f
-            WHERE (SELECT hit FROM capped) AND f.tenant_id = $7 AND f.workspace = $8 AND f.agent_id = a.agent_id
-            ORDER BY f.created_at DESC LIMIT $9) n
-        UNION ALL
-        (SELECT f.id, f.tsv, f.created_at FROM agent_memory.fragments f
-         WHERE (SELECT hit FROM capped) AND $3::text[] IS NULL AND f.tenant_id = $7 AND f.workspace = $8
-         ORDER BY f.created_at DESC LIMIT $9)) r
+    SELECT r.* FROM {_NEWEST} r
     WHERE r.tsv @@ to_tsquery('simple', $1)),
 pool AS (
     SELECT * FROM any_term

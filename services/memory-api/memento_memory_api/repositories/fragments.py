@@ -90,25 +90,72 @@ async def fetch_by_ids(
     )
 
 
+def newest_in_namespaces(columns: str, agents: str, tenant: str, workspace: str, limit: str, when: str) -> str:
+    """SQL for the `limit` newest fragments of each of the caller's namespaces (`agents`, a text[] parameter; NULL
+    for an admin, whose one walk spans them all), each an index walk on (tenant, workspace, agent, created_at):
+    a capped search's sample holds the rows its scan met first, the oldest, and what was just stored must still be
+    found. `when` gates it (it costs a few hundred row reads)."""
+    return f"""(
+        SELECT n.* FROM unnest({agents}::text[]) a(agent_id) CROSS JOIN LATERAL (
+            SELECT {columns} FROM agent_memory.fragments f
+            WHERE {when} AND f.tenant_id = {tenant} AND f.workspace = {workspace} AND f.agent_id = a.agent_id
+            ORDER BY f.created_at DESC LIMIT {limit}) n
+        UNION ALL
+        (SELECT {columns} FROM agent_memory.fragments f
+         WHERE {when} AND {agents}::text[] IS NULL AND f.tenant_id = {tenant} AND f.workspace = {workspace}
+         ORDER BY f.created_at DESC LIMIT {limit}))"""
+
+
+# L2 ranks its matches by how many keywords each holds, then importance and recency; ranking every match took
+# 0.5-2 s for common keywords at a million fragments (100k matches each). So at most KEYWORD_CANDIDATES matches are
+# ranked: below that cap all of them; past it the first the scan met and the caller's newest. The fragments holding
+# every keyword come from L1 before L2 runs. (Gathering them here too, `keywords @> ...` under a LIMIT, was planned
+# as a sequential scan expecting thousands of rows and read the whole table when two common keywords never meet.)
+KEYWORD_CANDIDATES = 300
+KEYWORD_RECENT = 500
+_BY_KEYWORDS = f"""
+WITH any_kw AS MATERIALIZED (
+    SELECT f.id, f.keywords, f.importance, f.created_at FROM agent_memory.fragments f
+    WHERE f.keywords && $1::text[] AND ($2::text[] IS NULL OR f.agent_id = ANY($2))
+      AND ($3::text IS NULL OR f.topic = $3) AND ($4::text IS NULL OR f.type = $4) LIMIT $6),
+capped AS MATERIALIZED (SELECT count(*) >= $6 AS hit FROM any_kw),
+newest AS MATERIALIZED (
+    SELECT * FROM {
+    newest_in_namespaces(
+        "f.id, f.keywords, f.importance, f.created_at, f.topic, f.type",
+        "$2",
+        "$7",
+        "$8",
+        "$9",
+        "(SELECT hit FROM capped)",
+    )
+} r
+    WHERE r.keywords && $1::text[] AND ($3::text IS NULL OR r.topic = $3) AND ($4::text IS NULL OR r.type = $4)),
+pool AS (
+    SELECT id, keywords, importance, created_at FROM any_kw
+    UNION SELECT id, keywords, importance, created_at FROM newest),
+top AS (
+    SELECT id, cardinality(ARRAY(SELECT unnest(keywords) INTERSECT SELECT unnest($1::text[]))) AS hits
+    FROM pool ORDER BY hits DESC, importance DESC, created_at DESC LIMIT $5)
+SELECT {", ".join("f." + c.strip() for c in COLUMNS.split(","))}, top.hits
+FROM top JOIN agent_memory.fragments f USING (id) ORDER BY top.hits DESC, f.importance DESC, f.created_at DESC
+"""
+
+
 async def by_keywords(
     conn: asyncpg.Connection,
     keywords: list[str],
+    scope: Any,
     agents: list[str] | None,
     topic: str | None,
     ftype: str | None,
     limit: int,
+    candidates: int = KEYWORD_CANDIDATES,
+    recent: int = KEYWORD_RECENT,
 ) -> list[asyncpg.Record]:
-    """L2: GIN overlap on keywords, most keyword matches first."""
+    """L2: GIN overlap on keywords, most keyword matches first (bounded past `candidates` matches, see above)."""
     return await conn.fetch(
-        f"SELECT {COLUMNS}, cardinality(ARRAY(SELECT unnest(keywords) INTERSECT SELECT unnest($1::text[]))) AS hits"
-        " FROM agent_memory.fragments WHERE keywords && $1::text[]"
-        " AND ($2::text[] IS NULL OR agent_id = ANY($2)) AND ($3::text IS NULL OR topic = $3)"
-        " AND ($4::text IS NULL OR type = $4) ORDER BY hits DESC, importance DESC, created_at DESC LIMIT $5",
-        keywords,
-        agents,
-        topic,
-        ftype,
-        limit,
+        _BY_KEYWORDS, keywords, agents, topic, ftype, limit, candidates, scope.tenant_id, scope.workspace, recent
     )
 
 
