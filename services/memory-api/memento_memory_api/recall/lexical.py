@@ -25,7 +25,7 @@ def terms(text: str) -> list[str]:
 # Each term weighs by how rarely the caller's matches hold it (an inverse document frequency, counted over the first
 # SAMPLE matches), and fragments rank by the summed weights of the terms they hold, then by ts_rank_cd, then newest
 # first: the rarest words of a question (a name, an identifier) say most about what it wants. On LoCoMo this took
-# hybrid recall@10 from 0.617 (ts_rank_cd alone) to 0.656.
+# hybrid recall@10 from 0.617 (ts_rank_cd alone) to 0.654 (README table).
 #
 # Ranking every match does not scale: in a million fragments a common word matches a quarter of them, and ranking
 # those took 1.7 s (EXPLAIN ANALYZE, bench store). So at most CANDIDATES matches of any term are ranked; below that
