@@ -6,6 +6,8 @@ from typing import Any
 
 import asyncpg
 
+from memento_memory_api.uow import Scope
+
 COLUMNS = (
     "id, content, topic, type, keywords, importance, ttl_tier, is_anchor, created_at, accessed_at,"
     " estimated_tokens, agent_id, access_count, source, content_hash"
@@ -113,6 +115,9 @@ def newest_in_namespaces(columns: str, agents: str, tenant: str, workspace: str,
 # as a sequential scan expecting thousands of rows and read the whole table when two common keywords never meet.)
 KEYWORD_CANDIDATES = 300
 KEYWORD_RECENT = 500
+_KEYWORD_NEWEST = newest_in_namespaces(
+    "f.id, f.keywords, f.importance, f.created_at, f.topic, f.type", "$2", "$7", "$8", "$9", "(SELECT hit FROM capped)"
+)
 _BY_KEYWORDS = f"""
 WITH any_kw AS MATERIALIZED (
     SELECT f.id, f.keywords, f.importance, f.created_at FROM agent_memory.fragments f
@@ -120,16 +125,7 @@ WITH any_kw AS MATERIALIZED (
       AND ($3::text IS NULL OR f.topic = $3) AND ($4::text IS NULL OR f.type = $4) LIMIT $6),
 capped AS MATERIALIZED (SELECT count(*) >= $6 AS hit FROM any_kw),
 newest AS MATERIALIZED (
-    SELECT * FROM {
-    newest_in_namespaces(
-        "f.id, f.keywords, f.importance, f.created_at, f.topic, f.type",
-        "$2",
-        "$7",
-        "$8",
-        "$9",
-        "(SELECT hit FROM capped)",
-    )
-} r
+    SELECT * FROM {_KEYWORD_NEWEST} r
     WHERE r.keywords && $1::text[] AND ($3::text IS NULL OR r.topic = $3) AND ($4::text IS NULL OR r.type = $4)),
 pool AS (
     SELECT id, keywords, importance, created_at FROM any_kw
@@ -145,7 +141,7 @@ FROM top JOIN agent_memory.fragments f USING (id) ORDER BY top.hits DESC, f.impo
 async def by_keywords(
     conn: asyncpg.Connection,
     keywords: list[str],
-    scope: Any,
+    scope: Scope,
     agents: list[str] | None,
     topic: str | None,
     ftype: str | None,
