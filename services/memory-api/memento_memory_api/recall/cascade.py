@@ -116,7 +116,7 @@ async def _recall_in(
         )
 
     if not keywords and not args.text:
-        for row in await repo.recent(conn, agents, args.topic, args.type, CANDIDATES):
+        for row in await repo.recent(conn, scope, agents, args.topic, args.type, CANDIDATES):
             rows[row["id"]] = row
             tiers.setdefault(row["id"], "L2")
 

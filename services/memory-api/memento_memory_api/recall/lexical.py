@@ -44,11 +44,12 @@ _NEWEST = newest_in_namespaces("f.id, f.tsv, f.created_at", "$3", "$7", "$8", "$
 _SEARCH = f"""
 WITH any_term AS MATERIALIZED (
     SELECT f.id, f.tsv, f.created_at FROM agent_memory.fragments f
-    WHERE f.tsv @@ to_tsquery('simple', $1) AND ($3::text[] IS NULL OR f.agent_id = ANY($3)) LIMIT $5),
+    WHERE f.tenant_id = $7 AND f.workspace = $8
+      AND f.tsv @@ to_tsquery('simple', $1) AND ($3::text[] IS NULL OR f.agent_id = ANY($3)) LIMIT $5),
 capped AS MATERIALIZED (SELECT count(*) >= $5 AS hit FROM any_term),
 all_terms AS MATERIALIZED (
     SELECT f.id, f.tsv, f.created_at FROM agent_memory.fragments f
-    WHERE (SELECT hit FROM capped)
+    WHERE f.tenant_id = $7 AND f.workspace = $8 AND (SELECT hit FROM capped)
       AND f.tsv @@ to_tsquery('simple', $2) AND ($3::text[] IS NULL OR f.agent_id = ANY($3)) LIMIT $5),
 sample AS MATERIALIZED (SELECT tsv FROM any_term LIMIT $12),
 terms AS MATERIALIZED (
@@ -57,7 +58,7 @@ terms AS MATERIALIZED (
     CROSS JOIN LATERAL (SELECT count(*) AS in_sample FROM sample s WHERE s.tsv @@ t.q) n),
 rare AS MATERIALIZED (
     SELECT f.id, f.tsv, f.created_at FROM agent_memory.fragments f
-    WHERE (SELECT hit FROM capped)
+    WHERE f.tenant_id = $7 AND f.workspace = $8 AND (SELECT hit FROM capped)
       AND f.tsv @@ (SELECT to_tsquery('simple', string_agg(term, ' | ')) FROM terms WHERE in_sample <= $10)
       AND ($3::text[] IS NULL OR f.agent_id = ANY($3)) LIMIT $11),
 recent AS MATERIALIZED (
@@ -117,12 +118,14 @@ async def search(
         # trigrams match tens of thousands of rows in a large store, and ranking all of them by distance took
         # seconds at a million fragments.
         trigram = await conn.fetch(
-            f"WITH m AS MATERIALIZED (SELECT f.id, f.content FROM agent_memory.fragments f WHERE $1 <% f.content"
-            f" AND ($2::text[] IS NULL OR f.agent_id = ANY($2)) LIMIT {TRIGRAM_CANDIDATES})"
-            " SELECT id FROM m ORDER BY $1 <<-> content LIMIT $3",
+            f"WITH m AS MATERIALIZED (SELECT f.id, f.content FROM agent_memory.fragments f WHERE f.tenant_id = $4"
+            f" AND f.workspace = $5 AND $1 <% f.content AND ($2::text[] IS NULL OR f.agent_id = ANY($2))"
+            f" LIMIT {TRIGRAM_CANDIDATES}) SELECT id FROM m ORDER BY $1 <<-> content LIMIT $3",
             identifier,
             agents,
             limit,
+            scope.tenant_id,
+            scope.workspace,
         )
         ids += [r["id"] for r in trigram if r["id"] not in ids]
     return ids

@@ -1,4 +1,9 @@
-"""SQL for fragments and their links. Every query runs under the caller's RLS principal."""
+"""SQL for fragments and their links. Every query runs under the caller's RLS principal.
+
+Queries that search (by word, keyword, topic, age) also name the caller's tenant and workspace, though RLS already
+limits the rows to them: the policy's `system OR (tenant = ... AND ...)` hides that equality from the planner, so a
+search would meet every tenant's matches and drop the others' one by one (1.1 s for a small tenant's lexical search
+beside a million-fragment one; tests/integration/test_tenant_scans.py). By id, a row is found directly."""
 
 from __future__ import annotations
 
@@ -121,7 +126,8 @@ _KEYWORD_NEWEST = newest_in_namespaces(
 _BY_KEYWORDS = f"""
 WITH any_kw AS MATERIALIZED (
     SELECT f.id, f.keywords, f.importance, f.created_at FROM agent_memory.fragments f
-    WHERE f.keywords && $1::text[] AND ($2::text[] IS NULL OR f.agent_id = ANY($2))
+    WHERE f.tenant_id = $7 AND f.workspace = $8
+      AND f.keywords && $1::text[] AND ($2::text[] IS NULL OR f.agent_id = ANY($2))
       AND ($3::text IS NULL OR f.topic = $3) AND ($4::text IS NULL OR f.type = $4) LIMIT $6),
 capped AS MATERIALIZED (SELECT count(*) >= $6 AS hit FROM any_kw),
 newest AS MATERIALIZED (
@@ -156,16 +162,18 @@ async def by_keywords(
 
 
 async def recent(
-    conn: asyncpg.Connection, agents: list[str] | None, topic: str | None, ftype: str | None, limit: int
+    conn: asyncpg.Connection, scope: Scope, agents: list[str] | None, topic: str | None, ftype: str | None, limit: int
 ) -> list[asyncpg.Record]:
     return await conn.fetch(
-        f"SELECT {COLUMNS} FROM agent_memory.fragments WHERE ($1::text[] IS NULL OR agent_id = ANY($1))"
-        " AND ($2::text IS NULL OR topic = $2) AND ($3::text IS NULL OR type = $3)"
-        " ORDER BY created_at DESC LIMIT $4",
+        f"SELECT {COLUMNS} FROM agent_memory.fragments WHERE tenant_id = $5 AND workspace = $6"
+        " AND ($1::text[] IS NULL OR agent_id = ANY($1)) AND ($2::text IS NULL OR topic = $2)"
+        " AND ($3::text IS NULL OR type = $3) ORDER BY created_at DESC LIMIT $4",
         agents,
         topic,
         ftype,
         limit,
+        scope.tenant_id,
+        scope.workspace,
     )
 
 
@@ -209,12 +217,16 @@ async def get(conn: asyncpg.Connection, fragment_id: str, *, for_update: bool = 
     )
 
 
-async def by_topic(conn: asyncpg.Connection, topic: str, agents: list[str] | None) -> list[asyncpg.Record]:
+async def by_topic(
+    conn: asyncpg.Connection, scope: Scope, topic: str, agents: list[str] | None
+) -> list[asyncpg.Record]:
     return await conn.fetch(
-        f"SELECT {COLUMNS} FROM agent_memory.fragments WHERE topic = $1 AND ($2::text[] IS NULL OR agent_id = ANY($2))"
-        " FOR UPDATE",
+        f"SELECT {COLUMNS} FROM agent_memory.fragments WHERE tenant_id = $3 AND workspace = $4 AND topic = $1"
+        " AND ($2::text[] IS NULL OR agent_id = ANY($2)) FOR UPDATE",
         topic,
         agents,
+        scope.tenant_id,
+        scope.workspace,
     )
 
 
@@ -295,8 +307,7 @@ async def core_memory(
     agents: list[str] | None,
     limit: int,
 ) -> list[asyncpg.Record]:
-    # Row-level security already limits the rows to the caller's tenant and workspace; saying so here too lets
-    # the planner walk fragments_core_memory_idx in order (the policy's OR for system access hides the equality).
+    # naming the tenant and workspace (module docstring) also lets the planner walk fragments_core_memory_idx in order
     return await conn.fetch(
         CORE_MEMORY_SQL,
         types,
@@ -305,3 +316,56 @@ async def core_memory(
         tenant_id,
         workspace,
     )
+
+
+async def stats(conn: asyncpg.Connection, scope: Scope, agents: list[str] | None, profile_id: str) -> dict[str, Any]:
+    """memory_stats' counts (§6.10). The fragment figures come from one scan (grouping sets) rather than three."""
+    groups = await conn.fetch(
+        "SELECT GROUPING(ttl_tier, type) AS g, ttl_tier, type, count(*) AS n,"
+        " count(*) FILTER (WHERE is_anchor) AS anchors, avg(utility_score) AS utility, avg(importance) AS importance"
+        " FROM agent_memory.fragments WHERE tenant_id = $1 AND workspace = $2"
+        " AND ($3::text[] IS NULL OR agent_id = ANY($3)) GROUP BY GROUPING SETS ((), (ttl_tier), (type))",
+        scope.tenant_id,
+        scope.workspace,
+        agents,
+    )
+    embedded = await conn.fetchval(
+        "SELECT count(*) FROM agent_memory.fragment_embeddings WHERE profile_id = $1 AND tenant_id = $2"
+        " AND workspace = $3 AND ($4::text[] IS NULL OR agent_id = ANY($4))",
+        profile_id,
+        scope.tenant_id,
+        scope.workspace,
+        agents,
+    )
+    links = await conn.fetchval(
+        "SELECT count(*) FROM agent_memory.fragment_links WHERE tenant_id = $1 AND workspace = $2"
+        " AND ($3::text[] IS NULL OR agent_id = ANY($3))",
+        scope.tenant_id,
+        scope.workspace,
+        agents,
+    )
+    backlog = await conn.fetch(
+        "SELECT event_type, count(*) AS n FROM agent_memory.outbox WHERE published_at IS NULL"
+        " AND tenant_id = $1 AND workspace = $2 GROUP BY 1",
+        scope.tenant_id,
+        scope.workspace,
+    )
+    dead = await conn.fetchval(
+        "SELECT count(*) FROM agent_memory.dead_letters WHERE replayed_at IS NULL"
+        " AND tenant_id = $1 AND workspace = $2",
+        scope.tenant_id,
+        scope.workspace,
+    )
+    total = next(r for r in groups if r["g"] == 3)  # the () grouping set: every fragment
+    return {
+        "total": total["n"],
+        "anchors": total["anchors"],
+        "utility": total["utility"],
+        "importance": total["importance"],
+        "by_tier": {r["ttl_tier"]: r["n"] for r in groups if r["g"] == 1},
+        "by_type": {r["type"]: r["n"] for r in groups if r["g"] == 2},
+        "embedded": embedded,
+        "links": links,
+        "backlog": {r["event_type"]: r["n"] for r in backlog},
+        "dead_letters": dead,
+    }

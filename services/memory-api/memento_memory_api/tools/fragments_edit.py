@@ -42,7 +42,7 @@ async def forget(ctx: ToolContext, args: ForgetArgs) -> dict[str, Any]:
                 )
             rows = [row]
         else:
-            rows = await repo.by_topic(uow.conn, args.topic, ctx.visible_agents())
+            rows = await repo.by_topic(uow.conn, uow.scope, args.topic, ctx.visible_agents())
         targets = [r for r in rows if args.force or not _protected(r)]
         deleted = await repo.delete(uow.conn, [r["id"] for r in targets]) if targets else []
         _after_commit_unindex(uow, ctx, [r for r in targets if r["id"] in set(deleted)])

@@ -21,49 +21,20 @@ CAUSAL = ["caused_by", "resolved_by"]
 async def memory_stats(ctx: ToolContext, args: NoArgs) -> dict[str, Any]:
     agents = ctx.visible_agents()
     async with ctx.uow(ctx.scope) as uow:
-        conn = uow.conn
-        totals = await conn.fetchrow(
-            "SELECT count(*) AS n, count(*) FILTER (WHERE is_anchor) AS anchors, avg(utility_score) AS utility,"
-            " avg(importance) AS importance FROM agent_memory.fragments"
-            " WHERE ($1::text[] IS NULL OR agent_id = ANY($1))",
-            agents,
-        )
-        by_tier = await conn.fetch(
-            "SELECT ttl_tier AS k, count(*) AS n FROM agent_memory.fragments"
-            " WHERE ($1::text[] IS NULL OR agent_id = ANY($1)) GROUP BY 1",
-            agents,
-        )
-        by_type = await conn.fetch(
-            "SELECT type AS k, count(*) AS n FROM agent_memory.fragments"
-            " WHERE ($1::text[] IS NULL OR agent_id = ANY($1)) GROUP BY 1",
-            agents,
-        )
-        embedded = await conn.fetchval(
-            "SELECT count(*) FROM agent_memory.fragment_embeddings WHERE profile_id = $1"
-            " AND ($2::text[] IS NULL OR agent_id = ANY($2))",
-            ctx.profile.id,
-            agents,
-        )
-        links = await conn.fetchval(
-            "SELECT count(*) FROM agent_memory.fragment_links WHERE ($1::text[] IS NULL OR agent_id = ANY($1))", agents
-        )
-        backlog = await conn.fetch(
-            "SELECT event_type AS k, count(*) AS n FROM agent_memory.outbox WHERE published_at IS NULL GROUP BY 1"
-        )
-        dead = await conn.fetchval("SELECT count(*) FROM agent_memory.dead_letters WHERE replayed_at IS NULL")
-    total = totals["n"]
+        counts = await repo.stats(uow.conn, uow.scope, agents, ctx.profile.id)
+    total = counts["total"]
     return {
         "totalFragments": total,
-        "byTtlTier": dict.fromkeys(("hot", "warm", "cold", "permanent"), 0) | {r["k"]: r["n"] for r in by_tier},
-        "byType": {r["k"]: r["n"] for r in by_type},
-        "anchors": totals["anchors"],
-        "embeddingCoverage": round(embedded / total, 4) if total else 1.0,
+        "byTtlTier": dict.fromkeys(("hot", "warm", "cold", "permanent"), 0) | counts["by_tier"],
+        "byType": counts["by_type"],
+        "anchors": counts["anchors"],
+        "embeddingCoverage": round(counts["embedded"] / total, 4) if total else 1.0,
         "embeddingProfile": ctx.profile.id,
-        "meanUtility": round(float(totals["utility"]), 4) if totals["utility"] is not None else None,
-        "meanImportance": round(float(totals["importance"]), 4) if totals["importance"] is not None else None,
-        "links": links,
-        "outboxBacklog": {r["k"]: r["n"] for r in backlog},
-        "deadLetters": dead,
+        "meanUtility": round(float(counts["utility"]), 4) if counts["utility"] is not None else None,
+        "meanImportance": round(float(counts["importance"]), 4) if counts["importance"] is not None else None,
+        "links": counts["links"],
+        "outboxBacklog": counts["backlog"],
+        "deadLetters": counts["dead_letters"],
     }
 
 
