@@ -156,6 +156,9 @@ class Workload:
             }
         if op == "recall_keywords":
             return {"keywords": [self.rng.choice(self.keywords)]}
+        if op == "recall_keywords_2":
+            # two keywords: L1 answers those holding both, and L2 (any keyword) runs whenever they are fewer than 50
+            return {"keywords": self.rng.sample(self.keywords, 2)}
         if op == "recall_text":
             return {"text": next(self.queries)}
         if op == "link":
@@ -172,8 +175,8 @@ class Workload:
         raise ValueError(op)
 
 
-TOOL = {"recall_keywords": "recall", "recall_text": "recall"}
-OPS = ["remember", "recall_keywords", "recall_text", "link", "amend", "context"]
+TOOL = {"recall_keywords": "recall", "recall_keywords_2": "recall", "recall_text": "recall"}
+OPS = ["remember", "recall_keywords", "recall_keywords_2", "recall_text", "link", "amend", "context"]
 
 
 async def through_gateway(system: System, workload: Workload, op: str, concurrency: int, ops: int) -> list[float]:
@@ -329,7 +332,7 @@ async def main_async(args: argparse.Namespace) -> dict:
             # cache (or disk) during the first calls. Other questions than the measured ones, so no measured query
             # finds its embedding cached.
             warm = Workload(workload.ids, seed=12, query_seed=3, query_tag="w")
-            for op in ("recall_keywords", "recall_text", "context"):
+            for op in ("recall_keywords", "recall_keywords_2", "recall_text", "context"):
                 await direct(system, warm, op, 1, args.warmup)
             print(f"bench: warmed up with {args.warmup} unmeasured calls of each read", flush=True)
         results["warmup_calls_per_read"] = 0 if args.url else args.warmup
