@@ -68,14 +68,14 @@ def print_table(results: dict) -> None:
         f"p95 {results['query_embedding']['p95_ms']} ms"
     )
     header = (
-        f"{'operation':16} {'path':10} {'c':>2} {'p50':>8} {'p95':>8} {'p99':>8} {'ops/s':>7}  {'SPEC p95':>9}  seed"
+        f"{'operation':17} {'path':10} {'c':>2} {'p50':>8} {'p95':>8} {'p99':>8} {'ops/s':>7}  {'SPEC p95':>9}  seed"
     )
     print(header)
     print("-" * len(header))
     for r in rows(results):
         target = "—" if r["target_ms"] is None else f"≤{r['target_ms']:g}{' ✓' if r['meets'] else ' ✗'}"
         print(
-            f"{r['op']:16} {r['path']:10} {r['concurrency']:>2} {r['p50_ms']:>8} {r['p95_ms']:>8} {r['p99_ms']:>8} "
+            f"{r['op']:17} {r['path']:10} {r['concurrency']:>2} {r['p50_ms']:>8} {r['p95_ms']:>8} {r['p99_ms']:>8} "
             f"{r['throughput_per_s']:>7}  {target:>9}  {r['seed']}"
         )
     if results.get("memory_mb"):

@@ -349,7 +349,7 @@ async def main_async(args: argparse.Namespace) -> dict:
                     stats = percentiles(latencies) | {"throughput_per_s": round(len(latencies) / elapsed, 1)}
                     results["latency"][f"{op}|{path}|c{concurrency}"] = stats
                     print(
-                        f"  {op:16} {path:10} c={concurrency}: p50 {stats['p50_ms']} ms, p95 {stats['p95_ms']} ms",
+                        f"  {op:17} {path:10} c={concurrency}: p50 {stats['p50_ms']} ms, p95 {stats['p95_ms']} ms",
                         flush=True,
                     )
         results["memory_mb"] = system.memory()
