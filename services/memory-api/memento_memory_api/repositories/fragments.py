@@ -2,7 +2,7 @@
 
 Queries that search (by word, keyword, topic, age) also name the caller's tenant and workspace, though RLS already
 limits the rows to them: the policy's `system OR (tenant = ... AND ...)` hides that equality from the planner, so a
-search would meet every tenant's matches and drop the others' one by one (1.1 s for a small tenant's lexical search
+search would meet every tenant's matches and drop the others' one by one (1.1-1.3 s for a small tenant's lexical search
 beside a million-fragment one; tests/integration/test_tenant_scans.py). By id, a row is found directly."""
 
 from __future__ import annotations
