@@ -300,22 +300,10 @@ CORE_MEMORY_SQL = (
 
 
 async def core_memory(
-    conn: asyncpg.Connection,
-    tenant_id: str,
-    workspace: str,
-    types: list[str],
-    agents: list[str] | None,
-    limit: int,
+    conn: asyncpg.Connection, scope: Scope, types: list[str], agents: list[str] | None, limit: int
 ) -> list[asyncpg.Record]:
     # naming the tenant and workspace (module docstring) also lets the planner walk fragments_core_memory_idx in order
-    return await conn.fetch(
-        CORE_MEMORY_SQL,
-        types,
-        agents,
-        limit,
-        tenant_id,
-        workspace,
-    )
+    return await conn.fetch(CORE_MEMORY_SQL, types, agents, limit, scope.tenant_id, scope.workspace)
 
 
 async def stats(conn: asyncpg.Connection, scope: Scope, agents: list[str] | None, profile_id: str) -> dict[str, Any]:

@@ -69,9 +69,7 @@ async def context(ctx: ToolContext, args: ContextArgs) -> dict[str, Any]:
     used = 0
     core = []
     async with ctx.uow(ctx.scope) as uow:
-        for row in await repo.core_memory(
-            uow.conn, ctx.scope.tenant_id, ctx.scope.workspace, list(args.types), ctx.visible_agents(), 200
-        ):
+        for row in await repo.core_memory(uow.conn, uow.scope, list(args.types), ctx.visible_agents(), 200):
             if used + row["estimated_tokens"] > args.tokenBudget:
                 continue  # a smaller, less important fragment may still fit
             used += row["estimated_tokens"]
