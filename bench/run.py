@@ -94,6 +94,8 @@ class System:
         for child in psutil.Process(self.process.pid).children(recursive=True):
             try:
                 cmd = " ".join(child.cmdline())
+                if "multiprocessing" in cmd:  # the embedder's document process (and its resource tracker)
+                    cmd = " ".join(child.parent().cmdline())
                 name = next(
                     (
                         s

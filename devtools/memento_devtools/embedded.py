@@ -32,6 +32,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
 
+from memento_shared.priority import lower_priority
+
 __all__ = [
     "EmbeddedError",
     "EmbeddedPostgres",
@@ -137,29 +139,17 @@ def _load_libc() -> ctypes.CDLL | None:
     return _libc
 
 
-def _lower_priority(niceness: int) -> None:
-    """Nice the process and, with autogroup scheduling (Linux desktops and many VMs), its session's group too:
-    there the kernel shares the CPU between sessions first, and a child in its own session would otherwise
-    compete as an equal whatever its nice value."""
-    os.nice(niceness)
-    try:
-        with open("/proc/self/autogroup", "w") as group:
-            group.write(str(niceness))
-    except OSError:
-        pass  # no autogroup here: the plain nice value is what counts
-
-
 def _die_with_parent(death_signal: int, niceness: int = 0) -> Callable[[], None] | None:
     """A preexec_fn that makes the kernel send `death_signal` to the child when its parent goes away (and lowers
     the child's CPU priority by `niceness`)."""
     libc = _load_libc()
     if libc is None:  # not Linux: no PR_SET_PDEATHSIG; callers still stop children in try/finally
-        return (lambda: _lower_priority(niceness)) if niceness else None
+        return (lambda: lower_priority(niceness)) if niceness else None
     parent = os.getpid()
 
     def preexec() -> None:
         if niceness:
-            _lower_priority(niceness)
+            lower_priority(niceness)
         # subprocess runs preexec_fn after switching user, which matters: changing credentials clears
         # the parent-death signal.
         libc.prctl(_PR_SET_PDEATHSIG, death_signal, 0, 0, 0)

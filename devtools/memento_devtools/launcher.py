@@ -62,7 +62,7 @@ class Service:
     # Background workers yield the CPU to the request path (gateway, memory-api, Postgres, Valkey): on a laptop
     # or a 2-core runner, a burst of evaluations must not slow down the writes that caused it. Not the embedder:
     # recall by text waits for its query embeddings (niced, its p50 rose from 32 to 45 ms and embedding lag
-    # fivefold under the benchmark's load).
+    # fivefold under the benchmark's load); it nices its own document process instead (embedder lanes.py).
     niceness: int = 0
 
 

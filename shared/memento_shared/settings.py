@@ -131,7 +131,7 @@ class Settings(BaseSettings):
     embedding_timeout_s: float = Field(30.0, alias="EMBEDDING_TIMEOUT_SECONDS")
     # threads of the offline model; 0: every core but one, which stays free for the services sharing the machine
     embedding_threads: int = Field(0, alias="EMBEDDING_THREADS")
-    # how much lower the offline model's document thread runs than its query thread (0: the same)
+    # the offline model embeds documents in a child session niced by this much (0: on a thread, not niced)
     embedding_document_niceness: int = Field(10, alias="EMBEDDING_DOCUMENT_NICENESS", ge=0, le=19)
     # evaluator: Gemini when GEMINI_API_KEY is set, the offline scorer otherwise
     gemini_model: str = Field("gemini-2.5-flash", alias="GEMINI_MODEL")

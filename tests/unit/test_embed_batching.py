@@ -1,5 +1,5 @@
 """The embedder's Batcher with the real offline model: a recall's query embedding does not wait for a whole batch
-of document embeddings (the model is shared, one call at a time)."""
+of document embeddings (the model is shared, one call at a time), and documents yield the CPU to everything else."""
 
 from __future__ import annotations
 
@@ -8,8 +8,11 @@ import os
 import threading
 
 import numpy as np
+import psutil
+import pytest
 
 from memento_embedder.batching import Batcher
+from memento_embedder.providers.base import ProviderError
 from memento_embedder.providers.offline import OfflineProvider
 
 
@@ -80,9 +83,9 @@ class PriorityProbe(OfflineProvider):
         return super().embed(texts, input_type)
 
 
-async def priorities_seen(probe: PriorityProbe) -> dict[str, int]:
-    """The nice values a document call and a query call ran at, relative to ours."""
-    batcher = Batcher(probe, max_batch=4, window_s=0.0, document_niceness=7)
+async def priorities_seen(probe: PriorityProbe, document_niceness: int) -> dict[str, int]:
+    """The nice values a document call and a query call ran at in this process, relative to ours."""
+    batcher = Batcher(probe, max_batch=4, window_s=0.0, document_niceness=document_niceness)
     try:
         await batcher.embed_document("the staging migration needs the force flag")
         await batcher.embed_queries(["which flag does the migration need"])
@@ -92,13 +95,59 @@ async def priorities_seen(probe: PriorityProbe) -> dict[str, int]:
     return {kind: nice - ours for kind, nice in probe.seen.items()}
 
 
-async def test_documents_run_niced_and_queries_do_not():
-    assert os.getpriority(os.PRIO_PROCESS, 0) <= 12, "already too nice to show a difference"
-    assert await priorities_seen(PriorityProbe()) == {"document": 7, "query": 0}
+def document_process() -> psutil.Process:
+    children = [c for c in psutil.Process().children() if "spawn_main" in " ".join(c.cmdline())]
+    assert len(children) == 1, children
+    return children[0]
+
+
+async def test_documents_run_in_a_niced_session_of_their_own_and_queries_here():
+    """Under autogroup scheduling a niced thread still takes a full share of the CPU from other processes; a niced
+    session of its own yields to them (memory-api, the gateway, Postgres) as well."""
+    ours = os.getpriority(os.PRIO_PROCESS, 0)
+    assert ours <= 12, "already too nice to show a difference"
+    probe = PriorityProbe()
+    batcher = Batcher(probe, max_batch=4, window_s=0.0, document_niceness=7)
+    try:
+        text = "the staging migration needs the force flag"
+        vector = await batcher.embed_document(text)
+        await batcher.embed_queries(["which flag does the migration need"])
+        child = document_process()
+        assert child.nice() == ours + 7
+        assert os.getsid(child.pid) == child.pid != os.getsid(0)
+        if os.path.exists(f"/proc/{os.getpid()}/autogroup"):
+            with open(f"/proc/{child.pid}/autogroup") as group:
+                assert group.read().split()[-1] == "7"
+        # the child computed it (the probe here saw no document call), with the same model
+        assert probe.seen == {"query": ours}
+        assert np.allclose(vector, OfflineProvider(threads=1).embed([text], "document")[0], atol=1e-5)
+    finally:
+        await batcher.aclose()
+
+
+async def test_a_killed_document_process_fails_one_call_and_is_replaced():
+    batcher = Batcher(OfflineProvider(threads=1), max_batch=4, window_s=0.0, document_niceness=5)
+    try:
+        await batcher.embed_document("first document")
+        first = document_process()
+        first.kill()
+        first.wait(10)
+        with pytest.raises(ProviderError):  # the job retries (its worker's backoff), nothing is lost
+            await batcher.embed_document("second document")
+        again = await batcher.embed_document("second document")
+        assert again.shape == (384,)
+        assert document_process().pid != first.pid
+    finally:
+        await batcher.aclose()
+
+
+async def test_without_niceness_documents_stay_in_this_process():
+    assert await priorities_seen(PriorityProbe(), 0) == {"document": 0, "query": 0}
+    assert not [c for c in psutil.Process().children() if "spawn_main" in " ".join(c.cmdline())]
 
 
 async def test_without_a_query_lane_the_shared_thread_keeps_its_priority():
     class NoReplica(PriorityProbe):
         replica = None
 
-    assert await priorities_seen(NoReplica()) == {"document": 0, "query": 0}
+    assert await priorities_seen(NoReplica(), 7) == {"document": 0, "query": 0}

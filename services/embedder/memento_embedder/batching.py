@@ -5,22 +5,21 @@ Each fragment arrives as its own arq job; up to `max_jobs` of them run at once a
 sees batches of `max_batch` texts and Postgres sees one multi-row write per batch instead of one commit per
 fragment (the HNSW insert itself costs the same either way; see README). Queries (on a recall's request path)
 skip the document queue so a backlog of writes never delays a search, and a local model that offers a replica
-runs them on it, on their own thread, so they do not wait for the document call in progress either.
+runs them on it, on their own thread, so they do not wait for the document call in progress either; its documents
+then run in a niced child process (lanes.py), so the backlog also yields the CPU to the request path.
 """
 
 from __future__ import annotations
 
 import asyncio
 import inspect
-import os
-import threading
 import time
 from collections.abc import Awaitable, Callable
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
 
+from memento_embedder.lanes import ProcessLane, ThreadLane
 from memento_embedder.providers.base import InputType, Provider
 from memento_shared.telemetry.metrics import EMBEDDED_TEXTS, EMBEDDER_ERRORS, EMBEDDER_LATENCY
 from memento_shared.worker import ProviderLimiter, retry_after_of
@@ -46,15 +45,21 @@ class Batcher:
         self.limiter = limiter or ProviderLimiter(provider.name, concurrency=4)
         self.store = store
         self._is_async = inspect.iscoroutinefunction(provider.embed)
-        # A local model is not re-entrant: one call at a time per instance, each instance on its own thread.
-        self._lanes: dict[InputType, _Lane] = {}
+        # A local model is not re-entrant: one call at a time per instance, each instance in its own lane.
+        self._lanes: dict[InputType, ThreadLane | ProcessLane] = {}
         if not self._is_async:
             replica = getattr(provider, "replica", None)
-            # With a query lane of its own, the document thread runs niced: the kernel then hands the process's
-            # share of the CPU to a query first, so a backlog of writes does not slow the searches waiting on it.
-            # Without one, the thread serves queries too and keeps its priority.
-            documents = _Lane(provider, "embed", document_niceness if replica else 0)
-            self._lanes = {"document": documents, "query": _Lane(replica(), "embed-query") if replica else documents}
+            if replica and document_niceness > 0:
+                # documents in a niced process of their own, queries here at full priority
+                self._lanes = {
+                    "document": ProcessLane(provider, document_niceness),
+                    "query": ThreadLane(provider, "embed-query"),
+                }
+            elif replica:
+                self._lanes = {"document": ThreadLane(provider, "embed"), "query": ThreadLane(replica(), "embed-query")}
+            else:  # one instance: its thread serves queries too, so it keeps its priority
+                shared = ThreadLane(provider, "embed")
+                self._lanes = {"document": shared, "query": shared}
         self._pending: list[tuple[str, Any, asyncio.Future]] = []
         self._pump_task: asyncio.Task | None = None
         self._in_flight: set[asyncio.Task] = set()
@@ -67,12 +72,10 @@ class Batcher:
         # arriving meanwhile gets the model next instead of after the whole batch (asyncio.Lock is first come,
         # first served).
         lane = self._lanes[input_type]
-        loop = asyncio.get_running_loop()
         parts = []
         for start in range(0, len(texts), LOCAL_MODEL_CALL):
             async with lane.lock:
-                chunk = texts[start : start + LOCAL_MODEL_CALL]
-                parts.append(await loop.run_in_executor(lane.executor, lane.provider.embed, chunk, input_type))
+                parts.append(await lane.embed(texts[start : start + LOCAL_MODEL_CALL], input_type))
         return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
     async def _run(self, texts: list[str], input_type: InputType) -> np.ndarray:
@@ -147,27 +150,4 @@ class Batcher:
 
     def close(self) -> None:
         for lane in set(self._lanes.values()):
-            lane.executor.shutdown(wait=False, cancel_futures=True)
-
-
-class _Lane:
-    """One instance of a local model, its thread, and the lock that keeps it to one call at a time."""
-
-    def __init__(self, provider: Provider, thread_name: str, niceness: int = 0) -> None:
-        self.provider = provider
-        self.executor = ThreadPoolExecutor(
-            max_workers=1, thread_name_prefix=thread_name, initializer=_lower_thread_priority, initargs=(niceness,)
-        )
-        self.lock = asyncio.Lock()
-
-
-def _lower_thread_priority(niceness: int) -> None:
-    """Nice the calling thread alone (Linux keeps a nice value per thread; the offline model computes on the
-    thread that calls it when it has one OpenMP thread, and inherits this value in any it starts)."""
-    if niceness > 0 and hasattr(os, "setpriority"):
-        try:
-            os.setpriority(
-                os.PRIO_PROCESS, threading.get_native_id(), min(19, os.getpriority(os.PRIO_PROCESS, 0) + niceness)
-            )
-        except OSError:
-            pass  # not allowed here: the thread keeps the process's priority
+            lane.close()

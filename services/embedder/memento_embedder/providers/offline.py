@@ -30,6 +30,10 @@ class OfflineProvider:
         beside a document call instead of waiting for it."""
         return type(self)(self.threads)
 
+    def __reduce__(self):
+        """Pickled (into the niced document process, lanes.py) as the recipe for another instance, not its weights."""
+        return type(self), (self.threads,)
+
     def embed(self, texts: list[str], input_type: InputType) -> np.ndarray:
         vectors = self._model.query(texts) if input_type == "query" else self._model.passage(texts)
         return np.asarray(vectors, dtype=np.float32).reshape(len(texts), self.dimension)
