@@ -22,16 +22,18 @@ import logging
 import signal
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import asyncpg
 from arq.connections import ArqRedis, RedisSettings
 from arq.connections import create_pool as create_arq_pool
 from arq.constants import in_progress_key_prefix
+from arq.utils import timestamp_ms
 from arq.worker import Function, Retry, Worker, func
 from opentelemetry import context as otel_context
 from opentelemetry import trace
+from opentelemetry.instrumentation.utils import suppress_instrumentation
 from redis.exceptions import RedisError
 from starlette.applications import Starlette
 from starlette.responses import JSONResponse
@@ -188,8 +190,19 @@ async def handle_event(ctx: dict, envelope: dict) -> None:
         otel_context.detach(token)
 
 
+# KEYS: the job's in-progress key, the queue. ARGV: job id, now (ms), lease (ms). The job's score if claimed, else nil.
+CLAIM_JOB = """
+if redis.call('EXISTS', KEYS[1]) == 1 then return false end
+local score = redis.call('ZSCORE', KEYS[2], ARGV[1])
+if not score or tonumber(score) > tonumber(ARGV[2]) then return false end
+redis.call('PSETEX', KEYS[1], ARGV[3], '1')
+return score
+"""
+
+
 class _Worker(Worker):
-    """arq's Worker with a short, renewed lease on running jobs and a heartbeat timestamp for /livez."""
+    """arq's Worker with a short, renewed lease on running jobs, a one-round-trip claim, and a heartbeat timestamp
+    for /livez."""
 
     def __init__(self, *args: Any, lease_s: float, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -200,6 +213,36 @@ class _Worker(Worker):
     async def heart_beat(self) -> None:
         await super().heart_beat()
         self.last_beat = time.monotonic()
+
+    async def start_jobs(self, job_ids: list[bytes]) -> None:
+        """arq's start_jobs, with its claim of each job (WATCH, EXISTS, ZSCORE, MULTI/EXEC: four round trips) as one
+        script doing the same checks (not running elsewhere, still queued, due) and setting the same lease."""
+        for job_id_b in job_ids:
+            await self.sem.acquire()
+            if self.job_counter >= self.max_jobs:
+                self.sem.release()
+                return
+            self.job_counter += 1
+            job_id = job_id_b.decode()
+            try:
+                score = await self.pool.eval(
+                    CLAIM_JOB,
+                    2,
+                    in_progress_key_prefix + job_id,
+                    self.queue_name,
+                    job_id,
+                    timestamp_ms(),
+                    int(self.in_progress_timeout_s * 1000),
+                )
+            except BaseException:
+                self._release_sem_dec_counter_on_complete()
+                raise
+            if score is None:  # running elsewhere, finished, or re-queued for later
+                self._release_sem_dec_counter_on_complete()
+                continue
+            task = self.loop.create_task(self.run_job(job_id, int(float(score))))
+            task.add_done_callback(lambda _: self._release_sem_dec_counter_on_complete())
+            self.tasks[job_id] = task
 
     async def renew_leases(self) -> None:
         """Runs beside the poll loop (which can block while every job slot is busy)."""
@@ -216,6 +259,22 @@ class _Worker(Worker):
                     await pipe.execute()
             except RedisError:
                 log.warning("worker.lease_renewal_failed", extra={"jobs": len(running)})
+
+
+def _traced(job: Any) -> Any:
+    """An arq Function or CronJob whose coroutine runs traced, from an empty context (no span, nothing suppressed):
+    handle_event then continues the event's own trace."""
+    inner = job.coroutine
+
+    async def coroutine(ctx: dict, *args: Any, **kwargs: Any) -> Any:
+        token = otel_context.attach(otel_context.Context())
+        try:
+            return await inner(ctx, *args, **kwargs)
+        finally:
+            otel_context.detach(token)
+
+    coroutine.__qualname__ = inner.__qualname__
+    return replace(job, coroutine=coroutine)
 
 
 async def _health(request) -> JSONResponse:
@@ -251,8 +310,19 @@ async def _livez(request) -> JSONResponse:
     return JSONResponse(body, status_code=503 if crashed or stuck else 200)
 
 
+# Workers whose code holds session advisory locks (the embedder's profile builder, the consolidator's tenant lock):
+# their connections keep asyncpg's reset on release, which also drops a lock an interrupted unlock left behind.
+# The others keep no session state, and skip the reset's round trip (two per evaluation).
+SESSION_STATE_WORKERS = ("embedder", "consolidator")
+
+
 async def open_runtime(name: str, settings: Settings, max_jobs: int) -> Runtime:
-    pool = await create_pool(settings, name, max_size=min(settings.db_max_connections, max_jobs + 4))
+    pool = await create_pool(
+        settings,
+        name,
+        max_size=min(settings.db_max_connections, max_jobs + 4),
+        transaction_state_only=name not in SESSION_STATE_WORKERS,
+    )
     try:
         redis = await create_queue_pool(settings)
     except BaseException:
@@ -288,11 +358,11 @@ class WorkerHost:
         self._stopped = False
         self.worker = _Worker(
             functions=[
-                func(handle_event, name="handle_event", timeout=settings.worker_job_timeout_s + 30),
-                *functions,
+                _traced(func(handle_event, name="handle_event", timeout=settings.worker_job_timeout_s + 30)),
+                *(_traced(f) for f in functions),
             ],
             queue_name=queue_key(rt.name),
-            cron_jobs=list(cron_jobs) or None,
+            cron_jobs=[_traced(c) for c in cron_jobs] or None,
             redis_pool=rt.redis,
             handle_signals=False,
             max_jobs=max_jobs,
@@ -320,9 +390,12 @@ class WorkerHost:
         self.server = make_server(RequestMetrics(app, rt.name), settings.bind_host, port) if port else None
 
     async def start(self) -> None:
-        self._main = asyncio.create_task(self._run_loop())
+        # arq's polling and job bookkeeping (about ten Redis commands per job, twenty polls a second) would be most
+        # of a worker's spans and say nothing about an event; the jobs themselves are traced again (_traced).
+        with suppress_instrumentation():
+            self._main = asyncio.create_task(self._run_loop())
+            self._renewal = asyncio.create_task(self.worker.renew_leases())
         self.worker.main_task = self._main  # arq's handle_sig cancels main_task
-        self._renewal = asyncio.create_task(self.worker.renew_leases())
         self._server = asyncio.create_task(self.server.serve()) if self.server else None
         self._tasks = [t for t in (self._main, self._renewal, self._server) if t]
         deadline = time.monotonic() + 10

@@ -68,6 +68,27 @@ async def test_one_trace_runs_from_the_gateway_through_the_relay_to_each_worker(
     tool = by_id[relay[0].parent_id]
     assert tool.service == "memento-memory-api"
     assert any(s.parent_id == tool.span_id and s.kind == 3 for s in spans), "no asyncpg span under the tool call"
+    # a worker's own queries are in the event's trace too, under its consumer span
+    evaluation = next(s for s in spans if s.name == "evaluator fragment.stored")
+    assert any(s.parent_id == evaluation.span_id and s.kind == 3 for s in spans), "no client span under the job"
+
+
+async def test_workers_do_not_trace_their_queue_bookkeeping(system, otlp):
+    """arq polls twenty times a second and claims, leases and finishes each job with Redis commands: traced, they
+    were most of a worker's spans (each poll a trace of its own) and said nothing about an event."""
+    async with mcp_client(system) as client:
+        stored = await client.call_tool(
+            "remember", {"content": "a job for every worker queue", "topic": "e2e-trace", "type": "fact"}
+        )
+        assert not stored.is_error
+    await wait_for_spans(lambda: otlp.find("memento-evaluator", "evaluator fragment.stored"))
+    workers = {f"memento-{w}" for w in ("embedder", "evaluator", "consolidator")}
+    with otlp.lock:
+        worker_spans = [s for s in otlp.spans if s.service in workers]
+    # Redis commands of arq's poll, claim, run and finish (none of them an SQL keyword, as a query span's name is)
+    redis_commands = {"ZRANGEBYSCORE", "EVAL", "WATCH", "EXISTS", "ZSCORE", "PSETEX", "PEXPIRE", "INCR", "ZREM"}
+    bookkeeping = [s.name for s in worker_spans if s.name.split(" ")[0] in redis_commands]
+    assert not bookkeeping, bookkeeping[:10]
 
 
 def scrape(url: str) -> dict[tuple[str, tuple], float]:

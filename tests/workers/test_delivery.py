@@ -9,6 +9,7 @@ import json
 import time
 
 import httpx
+from arq.constants import in_progress_key_prefix
 from prometheus_client.parser import text_string_to_metric_families
 
 from memento_devtools.embedded import free_port
@@ -16,7 +17,7 @@ from memento_memory_api.outbox_relay import Relay
 from memento_shared.db.pool import create_pool
 from memento_shared.events import envelope, queue_key
 from memento_shared.telemetry.metrics import REGISTRY
-from memento_shared.worker import create_queue_pool
+from memento_shared.worker import CLAIM_JOB, create_queue_pool
 from tests.workers.conftest import admin_cli, eventually, hosted_worker, running_relay, store_fragments, truthy
 
 
@@ -183,3 +184,25 @@ async def test_sigterm_lets_short_jobs_finish_and_returns_long_ones_to_the_queue
         async with hosted_worker("evaluator", {"fragment.stored": handler_for("second", 0)}, settings):
             await eventually(lambda: truthy(long in finished_by), 10, "another worker to take the returned job")
         assert finished_by[long] == "second"
+
+
+async def test_a_job_is_claimed_once_only_when_due_and_with_the_lease(wenv):
+    """The worker's one-round-trip claim makes arq's checks: not running elsewhere, still queued, due."""
+    redis = await create_queue_pool(wenv.settings())
+    queue, lease_ms = "memento:test-claim", 5000
+    now = int(time.time() * 1000)
+
+    async def claim(job_id: str) -> bytes | None:
+        return await redis.eval(CLAIM_JOB, 2, in_progress_key_prefix + job_id, queue, job_id, now, lease_ms)
+
+    try:
+        await redis.zadd(queue, {"due": now - 10, "later": now + 60_000})
+        assert int(float(await claim("due"))) == now - 10
+        assert 0 < await redis.pttl(in_progress_key_prefix + "due") <= lease_ms
+        assert await claim("due") is None, "claimed twice while its lease holds"
+        assert await claim("later") is None, "a job deferred to later was started now"
+        assert await claim("gone") is None, "a job no longer queued was started"
+        assert not await redis.exists(in_progress_key_prefix + "later", in_progress_key_prefix + "gone")
+    finally:
+        await redis.delete(queue, *(in_progress_key_prefix + j for j in ("due", "later", "gone")))
+        await redis.aclose()
