@@ -273,8 +273,7 @@ def _traced(job: Any) -> Any:
         finally:
             otel_context.detach(token)
 
-    coroutine.__qualname__ = inner.__qualname__
-    return replace(job, coroutine=coroutine)
+    return replace(job, coroutine=coroutine)  # arq named the job when it was made: the name stays
 
 
 async def _health(request) -> JSONResponse:
