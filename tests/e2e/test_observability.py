@@ -57,6 +57,11 @@ async def test_one_trace_runs_from_the_gateway_through_the_relay_to_each_worker(
     # gateway → memory-api: memory-api's server span is a child of a gateway span
     api_roots = [s for s in spans if s.service == "memento-memory-api" and parent_service(s) == "memento-gateway"]
     assert api_roots, [(s.service, s.name, parent_service(s)) for s in spans]
+    # and exactly one server span there: FastAPI's native telemetry would add its own beside the middleware's, with
+    # dependency, endpoint and serialization spans under it (five spans per request where one says it all)
+    api_servers = [s.name for s in spans if s.service == "memento-memory-api" and s.kind == 2]
+    assert len(api_servers) == 1, api_servers
+    assert not [s.name for s in spans if s.name.startswith("fastapi.")]
     # memory-api → relay: the relay's span is a child of the tool call that wrote the outbox row
     relay = [s for s in spans if s.name == "outbox relay"]
     assert relay and by_id[relay[0].parent_id].name == "tool remember"

@@ -133,7 +133,16 @@ def create_app(settings: Settings) -> FastAPI:
         finally:
             await shutdown(state)
 
-    app = FastAPI(title="memento memory-api", lifespan=lifespan, docs_url=None, redoc_url=None)
+    # FastAPI's native telemetry is off: every service's server span comes from the one ASGI middleware
+    # (memento_shared.http.make_server), and FastAPI, not seeing it inside its own stack, added a second server span
+    # and three operation spans to every request, and HTTP metrics beside ours.
+    app = FastAPI(
+        title="memento memory-api",
+        lifespan=lifespan,
+        docs_url=None,
+        redoc_url=None,
+        telemetry={"tracing": False, "metrics": False, "logs": False, "operation_spans": False},
+    )
     app.include_router(tool_routes.router)
     app.include_router(health.router)
     app.include_router(keys.router)
