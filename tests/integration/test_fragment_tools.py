@@ -98,6 +98,26 @@ async def test_amend_archives_rederives_and_reembeds(memory_api, tenant, owner_p
     assert await owner_pool.fetchval("SELECT count(*) FROM agent_memory.fragment_links WHERE from_id = $1", a) == 1
     assert await ids_for(memory_api, tenant, keywords=["monday"]) == [a]
     assert None is await redis_client.zscore(f"memento:l1:{{{tenant}}}:default:default:friday", a)
+    assert None is not await redis_client.zscore(f"memento:l1:{{{tenant}}}:default:default:deploy", a)  # kept
+
+
+async def test_amend_to_another_fragments_content_is_a_conflict_and_changes_nothing(memory_api, tenant, owner_pool):
+    a = await remember(memory_api, tenant, "staging deploys need a ticket")
+    await remember(memory_api, tenant, "prod deploys need two approvals")
+    refused = await memory_api.call("amend", {"id": a, "content": "prod deploys need two approvals"}, tenant=tenant)
+    assert refused["error"]["code"] == "CONFLICT" and refused["error"]["field"] == "content"
+    assert await owner_pool.fetchval("SELECT content FROM agent_memory.fragments WHERE id = $1", a) == (
+        "staging deploys need a ticket"
+    )
+    assert (
+        await owner_pool.fetchval("SELECT count(*) FROM agent_memory.fragment_versions WHERE fragment_id = $1", a) == 0
+    )
+    events = await owner_pool.fetch("SELECT event_type FROM agent_memory.outbox WHERE payload->>'fragment_id' = $1", a)
+    assert [e["event_type"] for e in events] == ["fragment.stored"]
+    # versions count from what was archived, the refused attempt not among them
+    for n, content in enumerate(("staging deploys need a ticket and a window", "staging deploys need a window"), 1):
+        answer = await memory_api.call("amend", {"id": a, "content": content}, tenant=tenant)
+        assert answer["result"]["version"] == n
 
 
 async def test_amend_importance_recomputes_ttl_and_validates(memory_api, tenant, owner_pool):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Sequence
 
 import asyncpg
 from redis.asyncio import Redis
@@ -31,11 +32,17 @@ async def index(
     fragment_id: str,
     keywords: list[str],
     score: float,
+    replacing: Sequence[str] = (),
 ) -> None:
-    if redis is None or not keywords:
+    """Put a fragment in its keyword sets (with its score); `replacing` are the keywords it held before an amend,
+    dropped from the sets it no longer belongs to in the same round trip."""
+    dropped = [k for k in replacing if k not in keywords]
+    if redis is None or not (keywords or dropped):
         return
     try:
         async with redis.pipeline(transaction=False) as pipe:
+            for keyword in dropped:
+                pipe.zrem(layout.key(tenant_id, workspace, agent_id, keyword), fragment_id)
             for keyword in keywords:
                 pipe.zadd(layout.key(tenant_id, workspace, agent_id, keyword), {fragment_id: score})
             await pipe.execute()

@@ -242,9 +242,14 @@ async def delete(conn: asyncpg.Connection, ids: list[str]) -> list[str]:
 
 
 async def archive_version(conn: asyncpg.Connection, row: asyncpg.Record, amended_by: str) -> int:
-    await conn.execute(
-        "INSERT INTO agent_memory.fragment_versions (tenant_id, workspace, agent_id, fragment_id, content, topic,"
-        " keywords, type, importance, amended_by) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+    """Archive the row's current state; returns how many states are archived now. One statement: the count does not
+    see its own statement's insert (one snapshot), hence the + 1; the caller holds the row's lock, so no other amend
+    of it runs meanwhile."""
+    return await conn.fetchval(
+        "WITH archived AS (INSERT INTO agent_memory.fragment_versions (tenant_id, workspace, agent_id, fragment_id,"
+        " content, topic, keywords, type, importance, amended_by) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"
+        " RETURNING 1) SELECT count(*) + (SELECT count(*) FROM archived)"
+        " FROM agent_memory.fragment_versions WHERE fragment_id = $4",
         row["tenant_id"],
         row["workspace"],
         row["agent_id"],
@@ -256,7 +261,6 @@ async def archive_version(conn: asyncpg.Connection, row: asyncpg.Record, amended
         row["importance"],
         amended_by,
     )
-    return await conn.fetchval("SELECT count(*) FROM agent_memory.fragment_versions WHERE fragment_id = $1", row["id"])
 
 
 async def update(conn: asyncpg.Connection, fragment_id: str, changes: dict[str, Any]) -> None:

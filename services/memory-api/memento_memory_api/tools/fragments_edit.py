@@ -5,6 +5,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+import asyncpg
+
 from memento_memory_api.context import ToolContext
 from memento_memory_api.recall import l1
 from memento_memory_api.repositories import fragments as repo
@@ -115,14 +117,15 @@ async def amend(ctx: ToolContext, args: AmendArgs) -> dict[str, Any]:
                 "SELECT count(*) FROM agent_memory.fragment_versions WHERE fragment_id = $1", row["id"]
             )
             return {"success": True, "id": row["id"], "version": version, "supersededId": None}
-        if "content_hash" in changes and await repo.id_by_hash(
-            uow.conn, row["tenant_id"], row["workspace"], row["agent_id"], changes["content_hash"]
-        ):
-            raise MementoError(
-                ErrorCode.CONFLICT, "another fragment in this namespace already has that content", field="content"
-            )
         version = await repo.archive_version(uow.conn, row, ctx.scope.agent_id)
-        await repo.update(uow.conn, row["id"], changes)
+        try:
+            await repo.update(uow.conn, row["id"], changes)
+        except asyncpg.UniqueViolationError as exc:
+            # the namespace's unique content_hash decides, in the statement that writes (no separate look-up);
+            # raising here rolls the whole call back, the archived version included
+            if exc.constraint_name != "fragments_content_hash_key":
+                raise
+            raise _duplicate_content() from None
         if "content_hash" in changes:
             uow.emit(
                 "fragment.amended",
@@ -140,14 +143,16 @@ async def amend(ctx: ToolContext, args: AmendArgs) -> dict[str, Any]:
     return {"success": True, "id": row["id"], "version": version, "supersededId": None}
 
 
+def _duplicate_content() -> MementoError:
+    return MementoError(
+        ErrorCode.CONFLICT, "another fragment in this namespace already has that content", field="content"
+    )
+
+
 def _reindex(uow: UnitOfWork, ctx: ToolContext, row: Any, new_id: str, keywords: list[str], importance: float) -> None:
     created_at = row["created_at"] if new_id == row["id"] else datetime.now(UTC)
 
     async def reindex() -> None:
-        if new_id == row["id"]:
-            await l1.unindex(
-                ctx.redis, row["tenant_id"], row["workspace"], row["agent_id"], row["id"], list(row["keywords"])
-            )
         await l1.index(
             ctx.redis,
             row["tenant_id"],
@@ -156,6 +161,7 @@ def _reindex(uow: UnitOfWork, ctx: ToolContext, row: Any, new_id: str, keywords:
             new_id,
             keywords,
             l1_layout.score(importance, created_at),
+            replacing=list(row["keywords"]) if new_id == row["id"] else [],
         )
 
     uow.after_commit.append(reindex)
@@ -166,9 +172,7 @@ async def _supersede(ctx: ToolContext, uow: UnitOfWork, row: Any, changes: dict[
     if "content_hash" not in changes:
         raise invalid("content", "supersedes needs new content")
     if await repo.id_by_hash(uow.conn, row["tenant_id"], row["workspace"], row["agent_id"], changes["content_hash"]):
-        raise MementoError(
-            ErrorCode.CONFLICT, "another fragment in this namespace already has that content", field="content"
-        )
+        raise _duplicate_content()
     merged = {k: row[k] for k in ("content", "topic", "keywords", "type", "importance", "is_anchor")} | changes
     fragment = {
         **merged,
