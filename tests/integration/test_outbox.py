@@ -154,3 +154,24 @@ async def test_events_travel_with_the_commit_verbatim_or_not_at_all(app_pool, ow
     ), "the fragment must not outlive its refused event"
     async with uow_factory(Scope(tenant, "default", "default")) as uow:  # the pooled connection is clean again
         assert await uow.conn.fetchval("SELECT current_setting('memento.tenant_id')") == tenant
+
+
+async def test_an_enqueue_that_fails_leaves_the_events_unpublished(app_pool, owner_pool, tenant):
+    """Claim and mark are one statement: only the commit after a successful enqueue may keep the mark."""
+    import socket
+
+    async with UnitOfWorkFactory(app_pool)(Scope(tenant, "default", "default")) as uow:
+        await _insert_fragment(uow, tenant, "frag-unrelayed-" + tenant)
+    with socket.socket() as probe:  # a port nothing listens on: every Redis command fails to connect
+        probe.bind(("127.0.0.1", 0))
+        dead_port = probe.getsockname()[1]
+    dead = ArqRedis(host="127.0.0.1", port=dead_port, socket_connect_timeout=1)
+    try:
+        with pytest.raises(Exception):  # noqa: B017 - whichever connection error the client raises
+            await relay_once(app_pool, dead, batch_size=100_000)
+    finally:
+        await dead.aclose()
+    row = await owner_pool.fetchrow(
+        "SELECT published_at, attempts FROM agent_memory.outbox WHERE tenant_id = $1", tenant
+    )
+    assert row["published_at"] is None and row["attempts"] == 0

@@ -1,6 +1,6 @@
-"""The outbox relay: wake on LISTEN/NOTIFY (or every poll interval), claim events with SKIP LOCKED, enqueue one
-arq job per consuming queue with a deterministic job id, mark them published — all in one transaction, so an
-enqueue failure leaves the events for the next round. Any number of relays can run at once: each claims rows the
+"""The outbox relay: wake on LISTEN/NOTIFY (or every poll interval), claim events with SKIP LOCKED and mark them
+published (one statement), enqueue one arq job per consuming queue with a deterministic job id — all in one
+transaction, so an enqueue failure rolls the mark back and leaves the events for the next round. Any number of relays can run at once: each claims rows the
 others have not locked, and a row relayed twice (a relay died after enqueueing, before committing) collapses
 onto the same job id.
 
@@ -23,7 +23,7 @@ from redis.exceptions import ResponseError
 
 from memento_shared import background
 from memento_shared.db import dead_letters
-from memento_shared.db.outbox import CHANNEL, backlog, claim_batch, mark_published
+from memento_shared.db.outbox import CHANNEL, backlog, claim_batch
 from memento_shared.db.rls import system_transaction
 from memento_shared.enqueue import JobSpec, add_jobs
 from memento_shared.events import CONSUMERS, envelope, job_id, queue_key
@@ -79,10 +79,9 @@ async def enqueue_durably(queue: ArqRedis, jobs: list[JobSpec], *, durable: bool
 async def relay_once(pool: asyncpg.Pool, queue: ArqRedis, batch_size: int = 100, *, durable: bool = False) -> int:
     """Relay up to `batch_size` events. With `durable`, returns only after Redis has them on disk."""
     async with pool.acquire() as conn, system_transaction(conn):
-        rows = await claim_batch(conn, batch_size)
+        rows = await claim_batch(conn, batch_size)  # marked published, undone unless the enqueue succeeds
         if rows:
             await enqueue_durably(queue, [job for row in rows for job in _jobs(row)], durable=durable)
-            await mark_published(conn, [r["id"] for r in rows])
         return len(rows)
 
 
@@ -169,7 +168,7 @@ class Relay:
                     await asyncio.wait_for(self.wake.wait(), self.poll_interval)
                 except TimeoutError:
                     continue
-                # Woken by a commit: under load more are a few ms behind it. Each round costs five round trips
+                # Woken by a commit: under load more are a few ms behind it. Each round costs four round trips
                 # and an AOF fsync whatever its size, so one round per few ms beats one per event.
                 await asyncio.sleep(self.gather)
         finally:

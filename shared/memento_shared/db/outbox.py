@@ -27,18 +27,17 @@ def insert_sql(events: list[Event], traceparent: str | None) -> str:
 
 
 async def claim_batch(conn: asyncpg.Connection, limit: int) -> list[asyncpg.Record]:
-    """Lock up to `limit` unpublished events; other relays skip them. Call inside a transaction."""
-    return await conn.fetch(
-        "SELECT id, tenant_id, workspace, event_type, payload, traceparent FROM agent_memory.outbox"
-        " WHERE published_at IS NULL ORDER BY created_at LIMIT $1 FOR UPDATE SKIP LOCKED",
+    """Lock up to `limit` unpublished events and mark them published, oldest first; other relays skip them. Call
+    inside a transaction and commit only once their jobs are enqueued: a rollback (Redis away, a crash before the
+    COMMIT) leaves them unpublished. Claim and mark are one statement, a round trip fewer per relay round."""
+    rows = await conn.fetch(
+        "UPDATE agent_memory.outbox o SET published_at = now(), attempts = o.attempts + 1 FROM (SELECT id FROM"
+        " agent_memory.outbox WHERE published_at IS NULL ORDER BY created_at LIMIT $1 FOR UPDATE SKIP LOCKED) c"
+        " WHERE o.id = c.id RETURNING o.id, o.tenant_id, o.workspace, o.event_type, o.payload, o.traceparent,"
+        " o.created_at",
         limit,
     )
-
-
-async def mark_published(conn: asyncpg.Connection, ids: list) -> None:
-    await conn.execute(
-        "UPDATE agent_memory.outbox SET published_at = now(), attempts = attempts + 1 WHERE id = ANY($1::uuid[])", ids
-    )
+    return sorted(rows, key=lambda r: r["created_at"])  # RETURNING keeps no order
 
 
 async def backlog(conn: asyncpg.Connection) -> dict[str, int]:
