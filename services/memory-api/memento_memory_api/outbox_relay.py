@@ -1,8 +1,8 @@
 """The outbox relay: wake on LISTEN/NOTIFY (or every poll interval), claim events with SKIP LOCKED and mark them
 published (one statement), enqueue one arq job per consuming queue with a deterministic job id — all in one
-transaction, so an enqueue failure rolls the mark back and leaves the events for the next round. Any number of relays can run at once: each claims rows the
-others have not locked, and a row relayed twice (a relay died after enqueueing, before committing) collapses
-onto the same job id.
+transaction, so an enqueue failure rolls the mark back and leaves the events for the next round. Any number of
+relays can run at once: each claims rows the others have not locked, and a row relayed twice (a relay died after
+enqueueing, before committing) collapses onto the same job id.
 
 Before the transaction commits, `WAITAOF` waits until Redis has the jobs in its append-only file on disk, so
 a Redis crash right after the commit cannot lose an event the outbox already calls published. Servers without

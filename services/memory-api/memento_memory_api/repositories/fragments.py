@@ -263,7 +263,11 @@ async def archive_version(conn: asyncpg.Connection, row: asyncpg.Record, amended
     )
 
 
-async def update(conn: asyncpg.Connection, fragment_id: str, changes: dict[str, Any]) -> None:
+async def update(conn: asyncpg.Connection, fragment_id: str, changes: dict[str, Any]) -> bool:
+    """Apply `changes` to one fragment. A new content_hash already held by another fragment of its namespace
+    changes nothing and returns False: checked in the statement itself rather than by a look-up first (a round
+    trip), and rather than by the unique constraint's error alone, which Postgres would log with the key's values.
+    (Two amends racing to the same content still meet the constraint; the caller maps that error too.)"""
     allowed = {
         "content",
         "topic",
@@ -280,11 +284,19 @@ async def update(conn: asyncpg.Connection, fragment_id: str, changes: dict[str, 
         raise ValueError(f"bad update columns: {sorted(set(changes) - allowed)}")
     columns = list(changes)
     assignments = ", ".join(f"{c} = ${i + 2}" for i, c in enumerate(columns))
-    await conn.execute(
-        f"UPDATE agent_memory.fragments SET {assignments}, updated_at = now() WHERE id = $1",
+    unique = ""
+    if "content_hash" in changes:
+        unique = (
+            " AND NOT EXISTS (SELECT 1 FROM agent_memory.fragments d WHERE d.tenant_id = f.tenant_id"
+            " AND d.workspace = f.workspace AND d.agent_id = f.agent_id"
+            f" AND d.content_hash = ${columns.index('content_hash') + 2} AND d.id <> f.id)"
+        )
+    status = await conn.execute(
+        f"UPDATE agent_memory.fragments f SET {assignments}, updated_at = now() WHERE f.id = $1{unique}",
         fragment_id,
         *[changes[c] for c in columns],
     )
+    return status != "UPDATE 0"
 
 
 async def edges(conn: asyncpg.Connection, fragment_id: str, relations: list[str]) -> list[asyncpg.Record]:

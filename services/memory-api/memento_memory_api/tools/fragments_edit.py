@@ -118,14 +118,16 @@ async def amend(ctx: ToolContext, args: AmendArgs) -> dict[str, Any]:
             )
             return {"success": True, "id": row["id"], "version": version, "supersededId": None}
         version = await repo.archive_version(uow.conn, row, ctx.scope.agent_id)
+        # the content's uniqueness in the namespace is checked by the UPDATE itself; refusing rolls the whole call
+        # back, the archived version included
         try:
-            await repo.update(uow.conn, row["id"], changes)
-        except asyncpg.UniqueViolationError as exc:
-            # the namespace's unique content_hash decides, in the statement that writes (no separate look-up);
-            # raising here rolls the whole call back, the archived version included
+            updated = await repo.update(uow.conn, row["id"], changes)
+        except asyncpg.UniqueViolationError as exc:  # another amend to the same content committed meanwhile
             if exc.constraint_name != "fragments_content_hash_key":
                 raise
-            raise _duplicate_content() from None
+            updated = False
+        if not updated:
+            raise _duplicate_content()
         if "content_hash" in changes:
             uow.emit(
                 "fragment.amended",
