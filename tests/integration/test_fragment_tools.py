@@ -68,6 +68,12 @@ async def test_link_creates_typed_edge_and_refuses_duplicates(memory_api, tenant
     assert again["error"]["code"] == "CONFLICT"
     missing = await memory_api.call("link", {"fromId": b, "toId": "frag-0000000000000000"}, tenant=tenant)
     assert missing["error"]["code"] == "MEMORY_NOT_FOUND"
+    from_missing = await memory_api.call("link", {"fromId": "frag-0000000000000000", "toId": b}, tenant=tenant)
+    assert from_missing["error"]["code"] == "MEMORY_NOT_FOUND" and "fromId" in from_missing["error"]["message"]
+    assert (
+        await owner_pool.fetchval("SELECT count(*) FROM agent_memory.fragment_links WHERE tenant_id = $1", tenant) == 1
+    )
+    assert await owner_pool.fetchval("SELECT linked_to FROM agent_memory.fragments WHERE id = $1", b) == [a]
     self_link = await memory_api.call("link", {"fromId": a, "toId": a}, tenant=tenant)
     assert self_link["error"]["field"] == "toId"
     bad = await memory_api.call("link", {"fromId": a, "toId": b, "relationType": "superseded_by"}, tenant=tenant)

@@ -100,6 +100,23 @@ async def test_linked_to_unknown_fragment_rolls_back_everything(memory_api, tena
     )
     assert answer["error"]["code"] == "MEMORY_NOT_FOUND"
     assert await count_rows(owner_pool, tenant) == (0, 0)
+    # a known target before the unknown one: its edge goes with the rest
+    known = await memory_api.call("remember", {"content": "a known fact", "topic": "x", "type": "fact"}, tenant=tenant)
+    answer = await memory_api.call(
+        "remember",
+        {
+            "content": "depends on two",
+            "topic": "x",
+            "type": "fact",
+            "linkedTo": [known["result"]["id"], "frag-0000000000000000"],
+        },
+        tenant=tenant,
+    )
+    assert answer["error"]["code"] == "MEMORY_NOT_FOUND"
+    assert await owner_pool.fetchval("SELECT count(*) FROM agent_memory.fragments WHERE tenant_id = $1", tenant) == 1
+    assert (
+        await owner_pool.fetchval("SELECT count(*) FROM agent_memory.fragment_links WHERE tenant_id = $1", tenant) == 0
+    )
 
 
 async def test_linked_to_creates_the_edge(memory_api, tenant, owner_pool):

@@ -56,17 +56,28 @@ async def id_by_hash(
     )
 
 
-async def visible_ids(conn: asyncpg.Connection, ids: list[str]) -> set[str]:
-    rows = await conn.fetch("SELECT id FROM agent_memory.fragments WHERE id = ANY($1::text[])", ids)
-    return {r["id"] for r in rows}
+# One statement: both ends must be visible (RLS decides), the edge is inserted unless it exists, and the source's
+# denormalised `linked_to` (seed 000 keeps one) follows; a CTE that modifies runs whether or not the query reads it.
+_ADD_LINK = """
+WITH visible AS (SELECT id FROM agent_memory.fragments WHERE id = ANY(ARRAY[$4, $5]::text[])),
+inserted AS (
+    INSERT INTO agent_memory.fragment_links (tenant_id, workspace, agent_id, from_id, to_id, relation_type)
+    SELECT $1, $2, $3, $4, $5, $6 WHERE (SELECT count(*) FROM visible) = 2
+    ON CONFLICT (from_id, to_id) DO NOTHING RETURNING from_id, to_id),
+adjacency AS (
+    UPDATE agent_memory.fragments f SET linked_to = array_append(f.linked_to, i.to_id) FROM inserted i
+    WHERE f.id = i.from_id AND NOT (i.to_id = ANY(f.linked_to)) RETURNING 1)
+SELECT ARRAY(SELECT id FROM visible) AS visible, EXISTS (SELECT 1 FROM inserted) AS inserted
+"""
 
 
 async def add_link(
     conn: asyncpg.Connection, scope_row: dict[str, str], from_id: str, to_id: str, relation: str
-) -> bool:
-    inserted = await conn.fetchval(
-        "INSERT INTO agent_memory.fragment_links (tenant_id, workspace, agent_id, from_id, to_id, relation_type)"
-        " VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (from_id, to_id) DO NOTHING RETURNING id",
+) -> tuple[set[str], bool]:
+    """Link two fragments if both are visible: returns which of the two are, and whether the edge was inserted
+    (False for an existing one, or an end not visible)."""
+    row = await conn.fetchrow(
+        _ADD_LINK,
         scope_row["tenant_id"],
         scope_row["workspace"],
         scope_row["agent_id"],
@@ -74,15 +85,7 @@ async def add_link(
         to_id,
         relation,
     )
-    if inserted is None:
-        return False
-    await conn.execute(
-        "UPDATE agent_memory.fragments SET linked_to = array_append(linked_to, $2) WHERE id = $1"
-        " AND NOT ($2 = ANY(linked_to))",
-        from_id,
-        to_id,
-    )
-    return True
+    return set(row["visible"]), row["inserted"]
 
 
 async def fetch_by_ids(

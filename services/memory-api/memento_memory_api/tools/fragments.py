@@ -55,13 +55,10 @@ async def store_fragment(
             uow.conn, fragment["tenant_id"], fragment["workspace"], fragment["agent_id"], fragment["content_hash"]
         )
         return existing, False
-    if linked_to:
-        targets = list(dict.fromkeys(linked_to))
-        visible = await repo.visible_ids(uow.conn, targets)
-        for target in targets:
-            if target not in visible:
-                raise not_found(f"linkedTo fragment {target!r}")
-            await repo.add_link(uow.conn, fragment, new_id, target, "related")
+    for target in dict.fromkeys(linked_to or []):
+        visible, _ = await repo.add_link(uow.conn, fragment, new_id, target, "related")
+        if target not in visible:  # nothing was linked to it; raising rolls back the fragment and earlier links
+            raise not_found(f"linkedTo fragment {target!r}")
     uow.emit(
         "fragment.stored",
         {"fragment_id": new_id, "content_hash": fragment["content_hash"], "agent_id": fragment["agent_id"]},

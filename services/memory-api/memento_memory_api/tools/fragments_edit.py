@@ -66,13 +66,13 @@ def _after_commit_unindex(uow: UnitOfWork, ctx: ToolContext, rows: list[Any]) ->
 async def link(ctx: ToolContext, args: LinkArgs) -> dict[str, Any]:
     if args.fromId == args.toId:
         raise invalid("toId", "a fragment cannot link to itself")
+    owner = {"tenant_id": ctx.scope.tenant_id, "workspace": ctx.scope.workspace, "agent_id": ctx.scope.agent_id}
     async with ctx.uow(ctx.scope) as uow:
-        visible = await repo.visible_ids(uow.conn, [args.fromId, args.toId])
+        visible, inserted = await repo.add_link(uow.conn, owner, args.fromId, args.toId, args.relationType)
         for field_name, fragment_id in (("fromId", args.fromId), ("toId", args.toId)):
             if fragment_id not in visible:
                 raise not_found(f"{field_name} fragment {fragment_id!r}")
-        owner = {"tenant_id": ctx.scope.tenant_id, "workspace": ctx.scope.workspace, "agent_id": ctx.scope.agent_id}
-        if not await repo.add_link(uow.conn, owner, args.fromId, args.toId, args.relationType):
+        if not inserted:
             raise MementoError(ErrorCode.CONFLICT, f"a link from {args.fromId!r} to {args.toId!r} already exists")
     return {"success": True, "fromId": args.fromId, "toId": args.toId, "relationType": args.relationType}
 
