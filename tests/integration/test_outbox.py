@@ -156,22 +156,45 @@ async def test_events_travel_with_the_commit_verbatim_or_not_at_all(app_pool, ow
         assert await uow.conn.fetchval("SELECT current_setting('memento.tenant_id')") == tenant
 
 
-async def test_an_enqueue_that_fails_leaves_the_events_unpublished(app_pool, owner_pool, tenant):
-    """Claim and mark are one statement: only the commit after a successful enqueue may keep the mark."""
+async def test_an_enqueue_that_fails_leaves_the_events_unpublished(app_pool, tenant):
+    """Claim and mark are one statement: only the commit after a successful enqueue may keep the mark. Played as
+    relay_once plays it, claim then enqueue in one transaction, inside a transaction that also holds the event
+    uncommitted, so no other relay running in this test session (the gateway tests' memory-api has one) can take it
+    first."""
     import socket
 
-    async with UnitOfWorkFactory(app_pool)(Scope(tenant, "default", "default")) as uow:
-        await _insert_fragment(uow, tenant, "frag-unrelayed-" + tenant)
+    from memento_memory_api.outbox_relay import enqueue_durably
+    from memento_shared.db.outbox import claim_batch, insert_sql
+    from memento_shared.db.rls import set_system
+
+    event = Event("fragment.stored", tenant, "default", {"fragment_id": "frag-unrelayed"})
     with socket.socket() as probe:  # a port nothing listens on: every Redis command fails to connect
         probe.bind(("127.0.0.1", 0))
         dead_port = probe.getsockname()[1]
     dead = ArqRedis(host="127.0.0.1", port=dead_port, socket_connect_timeout=1)
     try:
-        with pytest.raises(Exception):  # noqa: B017 - whichever connection error the client raises
-            await relay_once(app_pool, dead, batch_size=100_000)
+        async with app_pool.acquire() as conn:
+            outer = conn.transaction()
+            await outer.start()
+            try:
+                await set_system(conn)
+                await conn.execute(insert_sql([event], None))
+                with pytest.raises(Exception):  # noqa: B017 - whichever connection error the client raises
+                    async with conn.transaction():  # the relay's transaction (a savepoint here)
+                        claimed = await claim_batch(conn, 100_000)
+                        assert event.id in {str(r["id"]) for r in claimed}
+                        marked = await conn.fetchval(
+                            "SELECT published_at IS NOT NULL AND attempts = 1 FROM agent_memory.outbox"
+                            " WHERE id = $1::uuid",
+                            event.id,
+                        )
+                        assert marked, "the claim itself marks the event published"
+                        await enqueue_durably(dead, [], durable=True)
+                row = await conn.fetchrow(
+                    "SELECT published_at, attempts FROM agent_memory.outbox WHERE id = $1::uuid", event.id
+                )
+                assert row["published_at"] is None and row["attempts"] == 0
+            finally:
+                await outer.rollback()
     finally:
         await dead.aclose()
-    row = await owner_pool.fetchrow(
-        "SELECT published_at, attempts FROM agent_memory.outbox WHERE tenant_id = $1", tenant
-    )
-    assert row["published_at"] is None and row["attempts"] == 0

@@ -5,6 +5,7 @@ types. The full pydantic models hold every tool test's results (tests/fixtures/a
 from __future__ import annotations
 
 import json
+import re
 
 import jsonschema
 import pytest
@@ -62,14 +63,32 @@ def test_context_schema_checks_the_shape_and_describes_item_fields():
         assert f"{field_name}: {described};" in item["description"]
 
 
+def _described_items(node):
+    """Every list item in an output schema that describes its fields instead of listing subschemas."""
+    if isinstance(node, dict):
+        items = node.get("items")
+        if isinstance(items, dict) and "Fields: " in items.get("description", ""):
+            yield items
+        for value in node.values():
+            yield from _described_items(value)
+    elif isinstance(node, list):
+        for value in node:
+            yield from _described_items(value)
+
+
 @pytest.mark.parametrize("name", sorted(TOOLS))
 def test_every_item_field_of_the_model_is_described(name):
-    """The description is generated from the model, so it cannot drift from what the server returns."""
-    model_schema = TOOLS[name].result_model.model_json_schema()
-    described = json.dumps(TOOLS[name].output_schema())
-    for definition in model_schema.get("$defs", {}).values():
-        for field_name in definition.get("properties", {}):
-            assert f"{field_name}: " in described or f'"{field_name}"' in described
+    """The description is generated from the model, so it names exactly the model's fields, each with a type."""
+    definitions = TOOLS[name].result_model.model_json_schema().get("$defs", {}).values()
+    for item in _described_items(TOOLS[name].output_schema()):
+        described = re.findall(r"(\w+): [a-z]", item["description"].split("Fields: ", 1)[1])
+        models = [d for d in definitions if sorted(d.get("required", [])) == sorted(item["required"])]
+        assert any(described == list(d["properties"]) for d in models), (described, item["required"])
+
+
+@pytest.mark.parametrize(("name", "lists"), [("recall", 1), ("reflect", 1), ("context", 1), ("graph_explore", 2)])
+def test_lists_of_objects_describe_their_items(name, lists):
+    assert len(list(_described_items(TOOLS[name].output_schema()))) == lists
 
 
 def test_the_full_models_still_refuse_what_the_description_says_is_wrong():

@@ -122,7 +122,7 @@ async def amend(ctx: ToolContext, args: AmendArgs) -> dict[str, Any]:
         # back, the archived version included
         try:
             updated = await repo.update(uow.conn, row["id"], changes)
-        except asyncpg.UniqueViolationError as exc:  # another amend to the same content committed meanwhile
+        except asyncpg.UniqueViolationError as exc:  # a write of the same content committed meanwhile
             if exc.constraint_name != "fragments_content_hash_key":
                 raise
             updated = False
