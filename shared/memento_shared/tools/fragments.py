@@ -13,7 +13,9 @@ PROFILE = "fragments"
 
 AgentId = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.:@-]{1,64}$")]
 FragmentId = Annotated[str, StringConstraints(min_length=1, max_length=64)]
-Keyword = Annotated[str, StringConstraints(min_length=1, max_length=64)]
+# `\S`: a blank keyword, tool name or session id would pass a length check and then mean nothing (a keyword of
+# spaces normalises to none at all, so the fragment could be found by no keyword).
+Keyword = Annotated[str, StringConstraints(min_length=1, max_length=64, pattern=r"\S")]
 Topic = Annotated[str, StringConstraints(min_length=1, max_length=200, pattern=r"\S")]
 Score = Annotated[float, Field(ge=0.0, le=1.0)]
 
@@ -86,7 +88,7 @@ class RecallResult(BaseModel):
 
 
 ListItem = Annotated[str, StringConstraints(min_length=1, max_length=2000, pattern=r"\S")]
-SessionId = Annotated[str, StringConstraints(min_length=1, max_length=128)]
+SessionId = Annotated[str, StringConstraints(min_length=1, max_length=128, pattern=r"\S")]
 
 
 class ForgetArgs(Args):
@@ -197,7 +199,9 @@ class ContextResult(BaseModel):
 
 
 class ToolFeedbackArgs(Args):
-    tool_name: Annotated[str, StringConstraints(min_length=1, max_length=100)] = Field(description="Evaluated tool")
+    tool_name: Annotated[str, StringConstraints(min_length=1, max_length=100, pattern=r"\S")] = Field(
+        description="Evaluated tool"
+    )
     relevant: bool = Field(description="Were the results pertinent to the intent")
     sufficient: bool = Field(description="Were the results enough to complete the task")
     suggestion: Annotated[str, StringConstraints(max_length=500)] | None = Field(None, description="≤100 chars advised")
@@ -350,12 +354,14 @@ SPECS = [
         name="memory_consolidate",
         title="Consolidate",
         description="Run the ten-stage consolidation pipeline (TTL moves, decay, expiry, dedup, contradictions, "
-        "orphan links, utility, embedding backfill) now and return per-stage counts.",
+        "orphan links, utility, embedding backfill) now and return per-stage counts. Needs an admin credential: it "
+        "acts on every agent namespace of the workspace and reports on all of them.",
         args_model=NoArgs,
         result_model=MemoryConsolidateResult,
         profile=PROFILE,
         destructive=True,
         idempotent=True,
+        scope="admin",  # deletes and merges across agents, returns workspace-wide pairs and stats
     ),
     ToolSpec(
         name="graph_explore",

@@ -28,7 +28,7 @@ class ToolSpec:
     read_only: bool = False
     destructive: bool = False
     idempotent: bool = False
-    scope: str = "write"  # credential scope needed: read or write
+    scope: str = "write"  # credential scope needed: read, write or admin
     extra: dict[str, Any] = field(default_factory=dict)
 
     # Built once per model and shared (read-only): tools/list answers every new session, and pydantic builds a
