@@ -58,6 +58,13 @@ def test_keywords_by_term_frequency_without_stopwords():
     assert len(extract_keywords("a b c d e f g h alpha beta gamma delta epsilon zeta eta")) == 5
 
 
+def test_masking_tokens_are_never_extracted_as_keywords():
+    masked = redact_pii("reach ops@example.com or 010-1234-5678, password: hunter2, key sk-" + "a" * 40)
+    assert "[REDACTED_EMAIL]" in masked and "[REDACTED_PWD]" in masked and "[REDACTED_PHONE]" in masked
+    keywords = extract_keywords(masked + " " + masked, limit=20)
+    assert keywords and not [k for k in keywords if k.startswith("redacted")]
+
+
 def test_tokens_use_cl100k_offline():
     assert encoder_available()
     assert count_tokens("hello world") == 2

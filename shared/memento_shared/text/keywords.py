@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from collections import Counter
 
+from memento_shared.text.redaction import MASK_WORDS
+
 _TOKEN = re.compile(r"[0-9A-Za-z_][0-9A-Za-z_.\-]*[0-9A-Za-z_]|[0-9A-Za-z]|[가-힣]{2,}")
 # Korean particles often glue onto nouns; strip the common ones so "서버가" and "서버를" count as "서버".
 _KO_PARTICLES = (
@@ -55,7 +57,7 @@ def extract_keywords(text: str, limit: int = 5) -> list[str]:
     first_seen: dict[str, int] = {}
     for position, raw in enumerate(_TOKEN.findall(text)):
         token = _normalise(raw)
-        if len(token) < 2 or token in STOPWORDS or token.isdigit():
+        if len(token) < 2 or token in STOPWORDS or token in MASK_WORDS or token.isdigit():
             continue
         counts[token] += 1
         first_seen.setdefault(token, position)

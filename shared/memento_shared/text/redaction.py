@@ -18,6 +18,12 @@ _PATTERNS: list[tuple[re.Pattern[str], str]] = [
 ]
 
 
+# The tokens' words, as keyword extraction sees them: they say nothing about a fragment, so they are never keywords.
+MASK_WORDS = frozenset(
+    word.lower() for _, replacement in _PATTERNS for word in re.findall(r"\[(REDACTED_[A-Z_]+)\]", replacement)
+)
+
+
 def redact_pii(text: str) -> str:
     for pattern, replacement in _PATTERNS:
         text = pattern.sub(replacement, text)
