@@ -153,6 +153,19 @@ async def test_amend_supersedes_keeps_the_original_linked_and_demoted(memory_api
     assert tuple(edge) == (a, new_id, "superseded_by")
 
 
+async def test_forgetting_the_replacement_makes_the_original_current_again(memory_api, tenant, owner_pool):
+    a = await remember(memory_api, tenant, "API rate limit is 100/min", topic="api")
+    new_id = (await memory_api.call("amend", {"id": a, "content": "API limit 300", "supersedes": True}, tenant=tenant))[
+        "result"
+    ]["id"]
+    core = await memory_api.call("context", {"types": ["fact"]}, tenant=tenant)
+    assert [f["id"] for f in core["result"]["coreMemory"]] == [new_id]
+    await memory_api.call("forget", {"id": new_id}, tenant=tenant)
+    assert await owner_pool.fetchval("SELECT superseded_by FROM agent_memory.fragments WHERE id = $1", a) is None
+    core = await memory_api.call("context", {"types": ["fact"]}, tenant=tenant)
+    assert [f["id"] for f in core["result"]["coreMemory"]] == [a]
+
+
 # --- reflect --------------------------------------------------------------------------------------------------
 async def test_reflect_turns_a_summary_into_typed_fragments_and_task_feedback(memory_api, tenant, owner_pool):
     answer = await memory_api.call(

@@ -235,9 +235,13 @@ async def by_topic(
 
 async def delete(conn: asyncpg.Connection, ids: list[str]) -> list[str]:
     rows = await conn.fetch("DELETE FROM agent_memory.fragments WHERE id = ANY($1::text[]) RETURNING id", ids)
-    # seed 000 keeps linked_to as a denormalised adjacency list: drop the deleted ids from it too
+    # seed 000 keeps linked_to as a denormalised adjacency list: drop the deleted ids from it too. An original whose
+    # replacement is deleted is current again (context skips superseded fragments); supersede also linked it to the
+    # replacement, so the linked_to condition finds it through the GIN index.
     await conn.execute(
-        "UPDATE agent_memory.fragments SET linked_to = ARRAY(SELECT unnest(linked_to) EXCEPT SELECT unnest($1::text[]))"
+        "UPDATE agent_memory.fragments"
+        " SET linked_to = ARRAY(SELECT unnest(linked_to) EXCEPT SELECT unnest($1::text[])),"
+        " superseded_by = CASE WHEN superseded_by = ANY($1::text[]) THEN NULL ELSE superseded_by END"
         " WHERE linked_to && $1::text[]",
         ids,
     )
