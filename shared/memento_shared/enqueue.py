@@ -6,7 +6,8 @@ arq's `enqueue_job` does this with WATCH / EXISTS / MULTI-EXEC: three round trip
 job per consuming queue for every event, and each round trip between processes is the dominant cost of a write on
 a small machine, so a Lua script does the check-and-set on the server and the whole batch goes in one pipeline.
 Jobs are written exactly as arq writes them (same keys, serializer, expiry and score), so arq workers run them
-unchanged.
+unchanged. The expiry is the queue pool's (`create_queue_pool`: WORKER_JOB_EXPIRY_SECONDS, 30 days by default,
+not arq's one day): a job that outlives it is dropped by arq unrun, with its outbox row already published.
 """
 
 from __future__ import annotations
@@ -37,7 +38,8 @@ class JobSpec:
 
 
 def add_jobs(pipe: Any, queue: ArqRedis, jobs: list[JobSpec]) -> None:
-    """Queue the enqueue commands on `pipe` (a non-transactional pipeline of `queue`); each answers 1 or 0."""
+    """Queue the enqueue commands on `pipe` (a non-transactional pipeline of `queue`); each answers 1 or 0. Each job
+    key expires after `queue.expires_extra_ms` (set from WORKER_JOB_EXPIRY_SECONDS by `create_queue_pool`)."""
     now = timestamp_ms()
     for job in jobs:
         data = serialize_job(job.function, job.args, {}, None, now, serializer=queue.job_serializer)

@@ -113,6 +113,9 @@ class Settings(BaseSettings):
     worker_lease_s: float = Field(30.0, alias="WORKER_LEASE_SECONDS")
     worker_max_jobs: int = Field(0, alias="WORKER_MAX_JOBS")  # 0: the worker's own default
     worker_shutdown_grace_s: float = Field(20.0, alias="WORKER_SHUTDOWN_GRACE_SECONDS")
+    # how long a queued job waits for its worker before Redis drops it (arq's own default is one day): longer than
+    # any outage of a worker, since the outbox row already says published and nothing would dead-letter it
+    worker_job_expiry_s: float = Field(30 * 86400.0, alias="WORKER_JOB_EXPIRY_SECONDS", gt=0)
     outbox_batch_size: int = Field(500, alias="OUTBOX_BATCH_SIZE")
     outbox_poll_interval_s: float = Field(1.0, alias="OUTBOX_POLL_INTERVAL_SECONDS")
     # after a NOTIFY, wait this long for more commits before claiming: one round for many events under load

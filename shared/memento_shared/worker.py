@@ -76,8 +76,13 @@ def redis_settings(settings: Settings) -> RedisSettings:
 
 
 async def create_queue_pool(settings: Settings) -> ArqRedis:
+    """Redis as arq's queue. Every job enqueued through it (the relay's, a dead letter's replay, the cron's) waits
+    WORKER_JOB_EXPIRY_SECONDS for a worker before Redis drops it."""
     return await create_arq_pool(
-        redis_settings(settings), job_serializer=job_serializer, job_deserializer=job_deserializer
+        redis_settings(settings),
+        job_serializer=job_serializer,
+        job_deserializer=job_deserializer,
+        expires_extra_ms=int(settings.worker_job_expiry_s * 1000),
     )
 
 
@@ -204,13 +209,19 @@ class _Worker(Worker):
     """arq's Worker with a short, renewed lease on running jobs, a one-round-trip claim, and a heartbeat timestamp
     for /livez."""
 
-    def __init__(self, *args: Any, lease_s: float, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, lease_s: float, liveness_window_s: float, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         # arq claims a job for job_timeout + 10 s; a killed worker would hold its jobs that long.
         self.in_progress_timeout_s = lease_s
+        self.liveness_window_s = liveness_window_s
         self.last_beat = time.monotonic()
 
+    def running_jobs(self) -> int:
+        return sum(1 for task in list(self.tasks.values()) if not task.done())
+
     async def heart_beat(self) -> None:
+        # arq's semaphore holds max_jobs + 1 permits, so a poll round never waits for a free slot: the heartbeat keeps
+        # beating while every slot runs a long job (tests/workers/test_liveness.py)
         await super().heart_beat()
         self.last_beat = time.monotonic()
 
@@ -298,12 +309,15 @@ async def _livez(request) -> JSONResponse:
     """Liveness: the job loop is alive and not stuck. Waiting for Redis or Postgres to come back counts as alive:
     restarting the process would not bring them back."""
     host: WorkerHost = request.app.state.host
-    age = time.monotonic() - host.worker.last_beat
+    worker = host.worker
     crashed = host.crashed()
-    stuck = host.loop_running and age > max(30.0, host.worker.in_progress_timeout_s)
+    age = time.monotonic() - worker.last_beat
+    stuck = host.loop_running and age > worker.liveness_window_s
     body = {
         "alive": not (crashed or stuck),
         "last_poll_s": round(age, 3),
+        "running_jobs": worker.running_jobs(),
+        "max_jobs": worker.max_jobs,
         "redis": "ok" if host.loop_running else "reconnecting",
     }
     return JSONResponse(body, status_code=503 if crashed or stuck else 200)
@@ -349,7 +363,10 @@ class WorkerHost:
         max_jobs: int = 16,
         port: int | None = None,
         routes: Sequence[BaseRoute] = (),
+        liveness_window_s: float | None = None,
     ) -> None:
+        """`liveness_window_s`: how long the job loop may go without a poll round before /livez answers 503
+        (default: 30 s, or the lease if longer)."""
         settings = rt.settings
         self.rt = rt
         self.port = port
@@ -380,6 +397,7 @@ class WorkerHost:
             poll_delay=0.05,
             log_results=False,
             lease_s=settings.worker_lease_s,
+            liveness_window_s=liveness_window_s or max(30.0, settings.worker_lease_s),
         )
         app = Starlette(
             routes=[Route("/health", _health), Route("/livez", _livez), Route("/metrics", metrics_endpoint), *routes]

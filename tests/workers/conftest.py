@@ -121,12 +121,21 @@ async def hosted_worker(
     routes=(),
     max_jobs: int = 16,
     grace: float | None = None,
+    liveness_window_s: float | None = None,
 ) -> AsyncIterator[WorkerHost]:
     rt = await open_runtime(name, settings, max_jobs)
     try:
         if setup:
             await setup(rt)
-        host = WorkerHost(rt, handlers, functions=functions, port=port, routes=routes, max_jobs=max_jobs)
+        host = WorkerHost(
+            rt,
+            handlers,
+            functions=functions,
+            port=port,
+            routes=routes,
+            max_jobs=max_jobs,
+            liveness_window_s=liveness_window_s,
+        )
         await host.start()
         try:
             yield host

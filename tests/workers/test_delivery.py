@@ -9,13 +9,14 @@ import json
 import time
 
 import httpx
-from arq.constants import in_progress_key_prefix
+from arq.constants import in_progress_key_prefix, job_key_prefix
 from prometheus_client.parser import text_string_to_metric_families
 
 from memento_devtools.embedded import free_port
 from memento_memory_api.outbox_relay import Relay
 from memento_shared.db.pool import create_pool
-from memento_shared.events import envelope, queue_key
+from memento_shared.enqueue import JobSpec, add_jobs
+from memento_shared.events import envelope, job_id, queue_key
 from memento_shared.telemetry.metrics import REGISTRY
 from memento_shared.worker import CLAIM_JOB, create_queue_pool
 from tests.workers.conftest import admin_cli, eventually, hosted_worker, running_relay, store_fragments, truthy
@@ -205,4 +206,37 @@ async def test_a_job_is_claimed_once_only_when_due_and_with_the_lease(wenv):
         assert not await redis.exists(in_progress_key_prefix + "later", in_progress_key_prefix + "gone")
     finally:
         await redis.delete(queue, *(in_progress_key_prefix + j for j in ("due", "later", "gone")))
+        await redis.aclose()
+
+
+async def test_relayed_jobs_wait_for_a_worker_as_long_as_worker_job_expiry_seconds_says(wenv, tenant):
+    """arq's default keeps a queued job one day; a worker down longer would lose events the outbox calls published."""
+    three_days_ms = 3 * 86400 * 1000
+    settings = wenv.settings(WORKER_JOB_EXPIRY_SECONDS=str(3 * 86400))
+    async with running_relay(settings):
+        [frag_id] = await store_fragments(wenv.app, tenant, ["queued while no worker runs"])
+        event_id = await eventually(
+            lambda: wenv.owner.fetchval(
+                "SELECT id::text FROM agent_memory.outbox WHERE payload->>'fragment_id' = $1"
+                " AND published_at IS NOT NULL",
+                frag_id,
+            ),
+            10,
+            "the relay to publish the event",
+        )
+    redis = await create_queue_pool(wenv.settings())
+    try:
+        for consumer in ("embedder", "evaluator"):
+            ttl = await redis.pttl(job_key_prefix + job_id(event_id, consumer))
+            assert three_days_ms - 60_000 < ttl <= three_days_ms, (consumer, ttl)
+
+        # the default: 30 days, for every job enqueued through the queue pool (the relay's add_jobs, replays, cron)
+        assert redis.expires_extra_ms == 30 * 86400 * 1000
+        async with redis.pipeline(transaction=False) as pipe:
+            add_jobs(pipe, redis, [JobSpec("handle_event", ({"event_type": "none"},), "expiry-default", "q:expiry")])
+            assert await pipe.execute() == [1]
+        ttl = await redis.pttl(job_key_prefix + "expiry-default")
+        assert 29 * 86400 * 1000 < ttl <= 30 * 86400 * 1000
+    finally:
+        await redis.delete(job_key_prefix + "expiry-default", "q:expiry")
         await redis.aclose()
