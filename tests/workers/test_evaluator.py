@@ -8,7 +8,9 @@ import pytest
 
 from memento_evaluator import service
 from memento_evaluator.handlers import HANDLERS, evaluate_fragment
-from memento_evaluator.scorers.offline import actionability, quality, specificity
+from memento_evaluator.scorers import Fragment, Score
+from memento_evaluator.scorers.offline import OfflineScorer, actionability, quality, specificity
+from memento_shared.worker import close_runtime, open_runtime
 from tests.fixtures.loopback.gemini import gemini_server
 from tests.workers.conftest import admin_cli, eventually, hosted_worker, running_relay, store_fragments
 
@@ -150,3 +152,96 @@ async def test_gemini_calls_respect_the_concurrency_cap_and_rate(wenv, tenant):
     # the limiter spaces starts 0.1 s apart; arrival times carry transport jitter, so look at windows of 5 calls
     starts = sorted(r.at for r in server.requests)
     assert all(later - first >= 0.35 for first, later in zip(starts, starts[4:], strict=False)), "10 calls/s at most"
+
+
+class AmendingScorer:
+    """The offline scorer, with a change to the fragment committed while it scores (between load and write)."""
+
+    name = "offline"
+
+    def __init__(self, owner, sql: str, *args) -> None:
+        self.inner = OfflineScorer()
+        self.owner, self.sql, self.args = owner, sql, args
+        self.seen: list[Fragment] = []
+
+    async def score(self, fragment: Fragment) -> Score:
+        if not self.seen:
+            await self.owner.execute(self.sql, *self.args)
+        self.seen.append(fragment)
+        return await self.inner.score(fragment)
+
+
+def _event(fragment_id: str) -> dict:
+    return {"payload": {"fragment_id": fragment_id}, "event_type": "fragment.stored"}
+
+
+async def _evaluator_runtime(wenv, scorer):
+    rt = await open_runtime("evaluator", wenv.settings(), 4)
+    rt.state["scorer"] = scorer
+    return rt
+
+
+async def test_an_amend_of_the_topic_while_scoring_does_not_drop_the_score(wenv, tenant):
+    """amend of topic, type, importance or isAnchor emits no event: the score of the unchanged content must land."""
+    [frag_id] = await store_fragments(wenv.app, tenant, [SPECIFIC], kind="procedure")
+    scorer = AmendingScorer(
+        wenv.owner,
+        "UPDATE agent_memory.fragments SET topic = 'renamed', updated_at = now() WHERE id = $1",
+        frag_id,
+    )
+    rt = await _evaluator_runtime(wenv, scorer)
+    try:
+        await evaluate_fragment(_event(frag_id), rt)
+    finally:
+        await close_runtime(rt)
+    row = (await _scores(wenv.owner, [frag_id]))[frag_id]
+    assert len(scorer.seen) == 1
+    assert row["quality_score"] == pytest.approx((await OfflineScorer().score(scorer.seen[0])).quality)
+    assert row["utility_score"] == pytest.approx(row["expected_utility"])
+    topic, judged = await wenv.owner.fetchrow(
+        "SELECT topic, verified_at >= updated_at FROM agent_memory.fragments WHERE id = $1", frag_id
+    )
+    assert topic == "renamed" and judged, "judged in its current form: a re-delivered event is skipped"
+
+
+async def test_an_amend_of_the_content_while_scoring_keeps_the_stale_score_out(wenv, tenant):
+    [frag_id] = await store_fragments(wenv.app, tenant, [SPECIFIC], kind="procedure")
+    scorer = AmendingScorer(
+        wenv.owner,
+        "UPDATE agent_memory.fragments SET content = $2, content_hash = $3, updated_at = now() WHERE id = $1",
+        frag_id,
+        VAGUE,
+        "hash-of-the-amended-content",
+    )
+    rt = await _evaluator_runtime(wenv, scorer)
+    try:
+        await evaluate_fragment(_event(frag_id), rt)
+        assert (await _scores(wenv.owner, [frag_id]))[frag_id]["quality_score"] is None, "scored the old content"
+        # the content amend's own event scores the new content
+        await evaluate_fragment({"payload": {"fragment_id": frag_id}, "event_type": "fragment.amended"}, rt)
+    finally:
+        await close_runtime(rt)
+    assert [f.content for f in scorer.seen] == [SPECIFIC, VAGUE]
+    row = (await _scores(wenv.owner, [frag_id]))[frag_id]
+    assert row["quality_score"] == pytest.approx((await OfflineScorer().score(scorer.seen[1])).quality)
+    assert row["quality_score"] < (await OfflineScorer().score(scorer.seen[0])).quality
+
+
+async def test_an_anchor_keeps_its_utility_score_and_gets_its_quality_score(wenv, tenant):
+    anchor, plain = await store_fragments(wenv.app, tenant, [SPECIFIC, VAGUE], kind="procedure")
+    await wenv.owner.execute(
+        "UPDATE agent_memory.fragments SET is_anchor = true, utility_score = 0.777 WHERE id = $1", anchor
+    )
+    await wenv.owner.execute("UPDATE agent_memory.fragments SET utility_score = 0.777 WHERE id = $1", plain)
+    rt = await _evaluator_runtime(wenv, OfflineScorer())
+    try:
+        for frag_id in (anchor, plain):
+            await evaluate_fragment(_event(frag_id), rt)
+    finally:
+        await close_runtime(rt)
+    scores = await _scores(wenv.owner, [anchor, plain])
+    assert scores[anchor]["quality_score"] is not None and scores[anchor]["verified_at"] is not None
+    assert scores[anchor]["utility_score"] == pytest.approx(0.777), "an anchor's utility is left alone"
+    assert scores[plain]["quality_score"] is not None
+    assert scores[plain]["utility_score"] == pytest.approx(scores[plain]["expected_utility"])
+    assert scores[plain]["utility_score"] != pytest.approx(0.777)

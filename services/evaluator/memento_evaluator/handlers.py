@@ -2,7 +2,12 @@
 
 Idempotent: a fragment judged since its last change (verified_at >= updated_at with a quality score) is skipped,
 so a re-delivered event costs one query and no Gemini call. utility_score uses the same SQL function as
-consolidation stage 8, so the two never disagree about the formula.
+consolidation stage 8, so the two never disagree about the formula; like stage 8 and recall's access bump, the
+evaluator leaves an anchor's utility_score as it is (its quality_score and verified_at are still recorded).
+
+The score is written only if the fragment still has the content that was scored (its content_hash): an amend of
+the content in between brings its own `fragment.amended` event, which scores the new content; an amend of the
+topic, type, importance or anchor flag emits no event, and must not make the score vanish.
 """
 
 from __future__ import annotations
@@ -19,13 +24,14 @@ from memento_shared.worker import Runtime
 log = logging.getLogger(__name__)
 
 _LOAD_SQL = (
-    "SELECT id, tenant_id, workspace, agent_id, content, topic, type, updated_at,"
+    "SELECT id, tenant_id, workspace, agent_id, content, content_hash, topic, type,"
     " quality_score IS NOT NULL AND verified_at >= updated_at AS judged FROM agent_memory.fragments WHERE id = $1"
 )
 _WRITE_SQL = (
     "UPDATE agent_memory.fragments SET quality_score = $2, verified_at = now(),"
-    " utility_score = agent_memory.utility_score($2, importance, access_count, coalesce(accessed_at, created_at), $4)"
-    " WHERE id = $1 AND updated_at = $3"
+    " utility_score = CASE WHEN is_anchor THEN utility_score ELSE agent_memory.utility_score("
+    "$2, importance, access_count, coalesce(accessed_at, created_at), $4) END"
+    " WHERE id = $1 AND content_hash = $3"
 )
 
 
@@ -47,8 +53,12 @@ async def evaluate_fragment(envelope: dict, rt: Runtime) -> None:
         raise
     half_life = utility_half_life_days(rt.settings)
     async with rt.pool.acquire() as conn, system_transaction(conn):
-        # only if the content is still what was judged; an amend in between brings its own event
-        await conn.execute(_WRITE_SQL, fragment_id, score.quality, row["updated_at"], half_life)
+        # only if the content is still the one scored; an amend of the content in between brings its own event
+        status = await conn.execute(_WRITE_SQL, fragment_id, score.quality, row["content_hash"], half_life)
+    if status == "UPDATE 0":  # deleted, or its content amended, since it was loaded
+        log.debug("evaluation.stale", extra={"worker": rt.name})
+        EVALUATIONS.labels(scorer.name, "stale").inc()
+        return
     EVALUATIONS.labels(scorer.name, "ok").inc()
 
 
