@@ -4,10 +4,11 @@ serialised by the advisory lock, writes continuing during a run, the schedule, a
 from __future__ import annotations
 
 import asyncio
+import logging
 
 import pytest
 
-from memento_consolidator import jobs, schedule
+from memento_consolidator import jobs, runner, schedule
 from memento_consolidator.handlers import HANDLERS
 from memento_consolidator.runner import tenant_lock
 from memento_memory_api.uow import Scope, UnitOfWorkFactory
@@ -28,7 +29,7 @@ async def test_consolidate_job_returns_the_ten_counts_while_writes_continue(wenv
     await craft(o, tenant, tier="warm", age_days=45)
     await craft(o, tenant, tier="cold", kind="procedure", age_days=45)
     await craft(o, tenant, content="Rotate the API key monthly.", age_days=2)
-    await craft(o, tenant, content="rotate the api key monthly", age_days=1)
+    await craft(o, tenant, content="rotate the api key  monthly.", age_days=1)
     first, second = await craft(o, tenant), await craft(o, tenant)
     await o.execute(
         "INSERT INTO agent_memory.fragment_links (tenant_id, workspace, from_id, to_id, relation_type)"
@@ -120,6 +121,43 @@ async def test_the_scheduled_run_covers_each_tenant_and_skips_a_busy_one(wenv, t
         )
     }
     assert runs == {tenant: "cron"}
+
+
+async def test_a_failing_scope_does_not_stop_the_scheduled_run(wenv, tenant, monkeypatch, caplog):
+    tenants = [tenant, tenant + "-b", tenant + "-c"]
+    for t in tenants:
+        await craft(wenv.owner, t, content=f"the staging password is hunter2 ({t})")
+    failed: list[str] = []
+
+    async def first_scope_fails(ctx):  # whichever scope the sweep takes first, so every other comes after it
+        if not failed:
+            failed.append(ctx.tenant_id)
+            raise RuntimeError("boom: the staging password is hunter2")
+        return 0
+
+    pipeline = [(name, first_scope_fails if name == "deduplication" else stage) for name, stage in runner.PIPELINE]
+    monkeypatch.setattr(runner, "PIPELINE", pipeline)
+    caplog.set_level(logging.WARNING, logger=jobs.__name__)
+    rt = await open_runtime("consolidator", wenv.settings(), 2)
+    try:
+        summary = await jobs.consolidate_all({"runtime": rt})
+    finally:
+        await close_runtime(rt)
+
+    assert len(failed) == 1 and summary["failed"] == 1 and summary["scopes"] >= len(set(tenants) - set(failed))
+    finished = {
+        r["tenant_id"]
+        for r in await wenv.owner.fetch(
+            "SELECT tenant_id FROM agent_memory.consolidation_runs WHERE tenant_id = ANY($1) AND trigger = 'cron'"
+            " AND finished_at IS NOT NULL",
+            tenants,
+        )
+    }
+    assert finished == set(tenants) - set(failed), "every scope after the failed one still ran"
+    [record] = [r for r in caplog.records if r.getMessage() == "consolidation.scope_failed"]
+    assert (record.tenant_id, record.workspace, record.error_type) == (failed[0], "default", "RuntimeError")
+    assert record.exc_info is None
+    assert not any("hunter2" in str(r.__dict__) for r in caplog.records), "no content or error text in the logs"
 
 
 async def test_consolidation_requested_through_the_outbox(wenv, tenant):

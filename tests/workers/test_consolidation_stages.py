@@ -189,11 +189,11 @@ async def test_stage_5_duplicates_merge_into_the_oldest_with_counts_and_links(we
     x, y, z, w = [await craft(o, tenant) for _ in range(4)]
     oldest = await craft(o, tenant, content="Deploy on Tuesday.", age_days=3, access_count=2, importance=0.5)
     copy = await craft(
-        o, tenant, content="deploy on  TUESDAY", age_days=2, access_count=3, importance=0.8, used_days_ago=0.5
+        o, tenant, content="deploy on  TUESDAY.\n", age_days=2, access_count=3, importance=0.8, used_days_ago=0.5
     )
-    anchor = await craft(o, tenant, content="DEPLOY ON TUESDAY!", age_days=1, anchor=True)
-    other_agent = await craft(o, tenant, content="deploy on tuesday", agent="agent-2", age_days=1)
-    different = await craft(o, tenant, content="deploy on wednesday", age_days=1)
+    anchor = await craft(o, tenant, content="DEPLOY ON TUESDAY.", age_days=1, anchor=True)
+    other_agent = await craft(o, tenant, content="deploy on tuesday.", agent="agent-2", age_days=1)
+    different = await craft(o, tenant, content="deploy on wednesday.", age_days=1)
     links = [(oldest, x), (copy, y), (copy, x), (z, copy)]
     for source, target in links:
         await o.execute(
@@ -219,6 +219,106 @@ async def test_stage_5_duplicates_merge_into_the_oldest_with_counts_and_links(we
     assert edges == {(oldest, x), (oldest, y), (z, oldest)}
     assert sorted(await column(o, w, "linked_to")) == sorted([oldest, y])
     assert await deduplication.run(ctx) == 0
+
+
+async def test_stage_5_only_case_unicode_form_and_whitespace_make_contents_the_same(wenv, tenant):
+    o = wenv.owner
+    # what differs in punctuation, symbols or indentation says something else: never merged
+    different = [
+        ("retry when status == 200", "retry when status != 200"),
+        ("x > 5", "x < 5"),
+        ("Use C++", "Use C"),
+        ("cd ..", "cd ."),
+        ("if ready:\n    deploy()\nnotify()", "if ready:\n    deploy()\n    notify()"),
+    ]
+    # the same note written twice: merged into the older
+    same = [
+        ("Deploy on Tuesday.", "  deploy on\tTUESDAY.  \r\n"),
+        ("caf\u00e9 opens at 8", "cafe\u0301 opens at 8"),  # one character, precomposed or not (NFC)
+        ("step 1:\n  run make", "STEP 1:  \r\n  run  make\n"),
+        ("builds take 12 minutes", "builds take\u00a0 12\tminutes"),  # no-break space, tab
+    ]
+    kept = [
+        (await craft(o, tenant, content=a, age_days=2), await craft(o, tenant, content=b, age_days=1))
+        for a, b in different
+    ]
+    merged = [
+        (await craft(o, tenant, content=a, age_days=2), await craft(o, tenant, content=b, age_days=1)) for a, b in same
+    ]
+    assert await deduplication.run(stage_context(wenv, tenant)) == len(same)
+    for older, newer in kept:
+        assert await exists(o, older) and await exists(o, newer), await column(o, newer, "content")
+    for older, newer in merged:
+        assert await exists(o, older) and not await exists(o, newer), await column(o, newer, "content")
+
+
+async def test_stage_5_a_pair_that_changed_after_it_was_read_is_not_merged(wenv, tenant):
+    """The groups are read in one transaction and merged in another: what happened in between is judged on the
+    locked rows, so a stale member list cannot delete an anchor or an amended fragment."""
+    o = wenv.owner
+
+    async def group(text: str) -> tuple[str, str]:
+        return (
+            await craft(o, tenant, content=text + ".", age_days=2, access_count=1),
+            await craft(o, tenant, content=text.upper() + ".", age_days=1, access_count=1),
+        )
+
+    anchored, amended, pinned, survivor_amended, untouched = [
+        await group(text)
+        for text in ("rotate keys monthly", "ship on friday", "page the lead", "tag releases", "pin deps")
+    ]
+    ctx = stage_context(wenv, tenant)
+    keys = {
+        ("default", await column(o, older, "content_key"))
+        for older, _ in (anchored, amended, pinned, survivor_amended, untouched)
+    }
+    pairs = await deduplication.find_pairs(ctx, keys)
+    assert len(pairs) == 5
+
+    # meanwhile: an agent anchors one copy, amends another, pins a third; a survivor is amended too
+    await o.execute("UPDATE agent_memory.fragments SET is_anchor = true WHERE id = $1", anchored[1])
+    await o.execute(
+        "UPDATE agent_memory.fragments SET content = 'ship on monday.', content_hash = 'amended-1' WHERE id = $1",
+        amended[1],
+    )
+    await o.execute("UPDATE agent_memory.fragments SET ttl_tier = 'permanent' WHERE id = $1", pinned[1])
+    await o.execute(
+        "UPDATE agent_memory.fragments SET content = 'tag hotfixes.', content_hash = 'amended-2' WHERE id = $1",
+        survivor_amended[0],
+    )
+
+    assert await deduplication.merge_pairs(ctx, pairs) == 1
+    assert not await exists(o, untouched[1]) and await column(o, untouched[0], "access_count") == 2
+    for older, newer in (anchored, amended, pinned, survivor_amended):
+        assert await exists(o, newer), await column(o, newer, "content")
+        assert await column(o, older, "access_count") == 1, "nothing absorbed from a pair left alone"
+    # the next run sees the rows as they are: nothing left to merge but nothing lost either
+    assert await deduplication.run(ctx) == 0
+
+
+async def test_stage_5_links_between_two_duplicate_groups_follow_both_survivors(wenv, tenant):
+    o = wenv.owner
+    a = await craft(o, tenant, content="The build cache lives in S3.", age_days=3)
+    b = await craft(o, tenant, content="Builds take 12 minutes.", age_days=3)
+    a_copy = await craft(o, tenant, content="the build cache lives in s3.", age_days=1)
+    b_copy = await craft(o, tenant, content="builds take 12 minutes.", age_days=1)
+    bystander = await craft(o, tenant)
+    await o.execute("UPDATE agent_memory.fragments SET linked_to = $2 WHERE id = $1", a_copy, [b_copy, bystander])
+    await o.execute("UPDATE agent_memory.fragments SET linked_to = $2 WHERE id = $1", b, [a_copy])
+    await o.execute(
+        "INSERT INTO agent_memory.fragment_links (tenant_id, workspace, from_id, to_id, relation_type)"
+        " VALUES ($1, 'default', $2, $3, 'related')",
+        tenant,
+        a_copy,
+        b_copy,
+    )
+    ctx = stage_context(wenv, tenant)
+    assert await deduplication.run(ctx) == 2
+    assert not await exists(o, a_copy) and not await exists(o, b_copy)
+    assert sorted(await column(o, a, "linked_to")) == sorted([b, bystander])
+    assert await column(o, b, "linked_to") == [a]
+    edges = await o.fetch("SELECT from_id, to_id FROM agent_memory.fragment_links WHERE tenant_id = $1", tenant)
+    assert [(r["from_id"], r["to_id"]) for r in edges] == [(a, b)]
 
 
 async def _embed(owner, frag_id: str, vector: np.ndarray) -> None:

@@ -20,20 +20,33 @@ async def consolidate(ctx: dict, tenant_id: str, workspace: str) -> dict:
 
 
 async def consolidate_all(ctx: dict) -> dict:
-    """Every (tenant, workspace) with fragments; a tenant being consolidated right now is skipped until next time."""
+    """Every (tenant, workspace) with fragments; a tenant being consolidated right now is skipped until next time.
+    A scope whose run fails is logged and counted, and the sweep goes on: one tenant's bad row or a transient error
+    must not cost every tenant after it its consolidation. Its stages are idempotent, so the next sweep retries."""
     rt: Runtime = ctx["runtime"]
     async with rt.pool.acquire() as conn, conn.transaction():
         await set_system(conn)
         scopes = await conn.fetch("SELECT DISTINCT tenant_id, workspace FROM agent_memory.fragments")
-    done = busy = 0
+    done = busy = failed = 0
     for scope in scopes:
         try:
             await run_consolidation(rt, scope["tenant_id"], scope["workspace"], "cron", wait_s=None)
             done += 1
         except ConsolidationBusy:
             busy += 1
-    log.info("consolidation.scheduled_done", extra={"scopes": done, "skipped_busy": busy})
-    return {"scopes": done, "skipped_busy": busy}
+        except Exception as exc:  # not BaseException: a cancelled (timed-out) sweep still stops
+            failed += 1
+            # the error's type only: its message can quote a row's values
+            log.warning(
+                "consolidation.scope_failed",
+                extra={
+                    "tenant_id": scope["tenant_id"],
+                    "workspace": scope["workspace"],
+                    "error_type": type(exc).__name__,
+                },
+            )
+    log.info("consolidation.scheduled_done", extra={"scopes": done, "skipped_busy": busy, "failed": failed})
+    return {"scopes": done, "skipped_busy": busy, "failed": failed}
 
 
 async def on_requested(envelope: dict, rt: Runtime) -> None:
