@@ -395,6 +395,25 @@ async def test_stage_7_orphan_links_are_pruned(wenv, tenant):
     assert await orphan_link_pruning.run(ctx) == 0
 
 
+async def test_stage_7_an_original_whose_replacement_is_gone_is_current_again(wenv, tenant):
+    o = wenv.owner
+    original, current = await craft(o, tenant), await craft(o, tenant)
+    still = await craft(o, tenant)
+    await o.execute(
+        "UPDATE agent_memory.fragments SET superseded_by = 'frag-expired', linked_to = ARRAY['frag-expired']"
+        " WHERE id = $1",
+        original,
+    )
+    await o.execute(
+        "UPDATE agent_memory.fragments SET superseded_by = $2, linked_to = ARRAY[$2, 'frag-gone'] WHERE id = $1",
+        still,
+        current,
+    )
+    assert await orphan_link_pruning.run(stage_context(wenv, tenant)) == 2
+    assert await column(o, original, "superseded_by") is None
+    assert await column(o, still, "superseded_by") == current  # its replacement exists: still superseded
+
+
 async def test_stage_8_utility_is_recomputed_from_quality_and_use(wenv, tenant):
     o = wenv.owner
     used = await craft(o, tenant, quality=0.8, access_count=10, used_days_ago=1, importance=0.9)

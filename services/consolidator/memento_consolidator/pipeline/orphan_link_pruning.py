@@ -1,7 +1,9 @@
 """Stage 7: links that lead nowhere. Rows of fragment_links disappear with their fragments (foreign keys), but the
 linked_to arrays are plain ids: entries naming a fragment that no longer exists, or the fragment itself, are
-removed; so are links from a fragment to itself (dedup never makes them, older data might). The count is the
-entries and links removed. One pass finds the rows, each batch is fixed in its own transaction."""
+removed; so are links from a fragment to itself (dedup never makes them, older data might). A superseded_by naming
+a fragment that no longer exists (the replacement expired) is cleared with them, so the original is current again
+(supersede always links the original to its replacement, so the same rows hold both). The count is the entries and
+links removed. One pass finds the rows, each batch is fixed in its own transaction."""
 
 from __future__ import annotations
 
@@ -20,7 +22,9 @@ FIND = (
     f" AND f.linked_to <> '{{}}' AND cardinality({_kept('f')}) < cardinality(f.linked_to)"
 )
 FIX = (
-    f"UPDATE agent_memory.fragments f SET linked_to = {_kept('f')} FROM (SELECT id, cardinality(linked_to) AS before"
+    f"UPDATE agent_memory.fragments f SET linked_to = {_kept('f')},"
+    " superseded_by = CASE WHEN EXISTS (SELECT 1 FROM agent_memory.fragments g WHERE g.id = f.superseded_by)"
+    " THEN f.superseded_by END FROM (SELECT id, cardinality(linked_to) AS before"
     "  FROM agent_memory.fragments WHERE id = ANY($1) FOR UPDATE) old"
     f" WHERE f.id = old.id AND cardinality({_kept('f')}) < cardinality(f.linked_to)"
     " RETURNING old.before - cardinality(f.linked_to) AS removed"
