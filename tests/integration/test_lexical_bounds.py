@@ -11,8 +11,8 @@ from memento_memory_api.uow import Scope, UnitOfWorkFactory
 from tests.fixtures.rows import store_fragments
 
 
-async def _store(owner_pool, tenant: str, rows: list[tuple[str, str]], days_old: float = 0) -> None:
-    await store_fragments(owner_pool, tenant, [(frag_id, content, []) for frag_id, content in rows], days_old)
+async def _store(owner_pool, tenant: str, rows: list[tuple[str, str]], days_old: float = 0, **kind: str) -> None:
+    await store_fragments(owner_pool, tenant, [(frag_id, content, []) for frag_id, content in rows], days_old, **kind)
 
 
 async def test_the_cap_keeps_matches_of_every_term_first(app_pool, owner_pool, tenant):
@@ -92,3 +92,56 @@ async def test_capped_scans_start_at_the_table_start_so_the_same_question_meets_
     # a synchronised scan of a large table starts wherever the previous one was: the first N matches would change
     # from call to call (seen at a million fragments), so the services' connections turn it off
     assert await app_pool.fetchval("SHOW synchronize_seqscans") == "off"
+
+
+async def test_past_the_cap_a_topic_or_type_searches_its_own_matches(app_pool, owner_pool, tenant):
+    # 30 matches of topic t fill the capped sample and 5 fresh ones the recent walk; a topic-b fact and a topic-t
+    # decision, stored between them, are in neither, so filtering after the search would find nothing
+    await _store(owner_pool, tenant, [(f"frag-a{tenant[-6:]}{i:04d}", f"alpha note number {i}") for i in range(30)], 3)
+    in_b = f"frag-b{tenant[-6:]}0001"
+    await _store(owner_pool, tenant, [(in_b, "alpha note of topic b")], days_old=2, topic="b")
+    decision = f"frag-d{tenant[-6:]}0001"
+    await _store(owner_pool, tenant, [(decision, "alpha note decided")], days_old=2, ftype="decision")
+    await _store(owner_pool, tenant, [(f"frag-n{tenant[-6:]}{i:04d}", f"alpha fresh note {i}") for i in range(5)])
+    scope = Scope(tenant, "default", "default")
+    async with UnitOfWorkFactory(app_pool)(scope) as uow:
+        everything = await lexical.search(uow.conn, "alpha note", scope, None, 5, candidates=10, recent=5)
+        by_topic = await lexical.search(uow.conn, "alpha note", scope, None, 5, candidates=10, recent=5, topic="b")
+        by_type = await lexical.search(
+            uow.conn, "alpha note", scope, ["default"], 5, candidates=10, recent=5, ftype="decision"
+        )
+        neither = await lexical.search(uow.conn, "alpha note", scope, None, 5, topic="b", ftype="decision")
+    assert len(everything) == 5 and not {in_b, decision} & set(everything)
+    assert by_topic == [in_b]
+    assert by_type == [decision]
+    assert neither == []
+
+
+async def test_a_topic_applies_in_the_newest_matches_too(app_pool, owner_pool, tenant):
+    # past the cap the just-stored fragment is found by the recent walk; with a filter, only if it satisfies it
+    await _store(owner_pool, tenant, [(f"frag-o{tenant[-6:]}{i:04d}", f"alpha note number {i}") for i in range(30)], 30)
+    fresh = f"frag-f{tenant[-6:]}0001"
+    await _store(owner_pool, tenant, [(fresh, "alpha note stored just now")], topic="b")
+    scope = Scope(tenant, "default", "default")
+    async with UnitOfWorkFactory(app_pool)(scope) as uow:
+        in_b = await lexical.search(uow.conn, "alpha note", scope, ["default"], 5, candidates=10, topic="b")
+        in_t = await lexical.search(uow.conn, "alpha note", scope, ["default"], 5, candidates=10, topic="t")
+    assert in_b == [fresh]
+    assert len(in_t) == 5 and fresh not in in_t
+
+
+async def test_the_trigram_fallback_keeps_to_the_topic(app_pool, owner_pool, tenant):
+    # eight closer trigram matches of topic t, one further of topic b: filtered afterwards, the five closest leave
+    # none of topic b
+    await _store(
+        owner_pool, tenant, [(f"frag-t{tenant[-6:]}{i:04d}", f"the client saw ERR_CONN_RESET {i}") for i in range(8)]
+    )
+    in_b = f"frag-b{tenant[-6:]}0001"
+    await _store(owner_pool, tenant, [(in_b, "the proxy logged ERR_CONN_RES")], topic="b", ftype="error")
+    scope = Scope(tenant, "default", "default")
+    async with UnitOfWorkFactory(app_pool)(scope) as uow:
+        everything = await lexical.search(uow.conn, "ERR_CONN_RESE", scope, None, 5)
+        by_topic = await lexical.search(uow.conn, "ERR_CONN_RESE", scope, None, 5, topic="b")
+        by_type = await lexical.search(uow.conn, "ERR_CONN_RESE", scope, None, 5, ftype="error")
+    assert len(everything) == 5 and in_b not in everything
+    assert by_topic == by_type == [in_b]

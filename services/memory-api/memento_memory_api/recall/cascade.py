@@ -85,8 +85,11 @@ async def _recall_in(
     if embedding is not None:
         started = time.perf_counter()
         # Everything that does not need the query vector runs while the model computes it: the lexical search, its
-        # rows, and the vector plan's choice; after it, one statement returns the nearest fragments' rows.
-        lexical_ids = await lexical.search(conn, args.text, scope, agents, CANDIDATES)
+        # rows, and the vector plan's choice; after it, one statement returns the nearest fragments' rows. Both
+        # searches apply topic and type themselves, so each returns up to CANDIDATES fragments that satisfy them.
+        lexical_ids = await lexical.search(
+            conn, args.text, scope, agents, CANDIDATES, topic=args.topic, ftype=args.type
+        )
         await _fetch_missing(conn, args, lexical_ids, rows, tiers)
         strategy = await vector.choose(
             conn,
@@ -143,6 +146,7 @@ async def _recall_in(
 
 
 async def _fetch_missing(conn: Any, args: RecallArgs, ids: list[str], rows: dict, tiers: dict[str, str]) -> None:
+    # the lexical search already kept to topic and type; the filter here is only a safety net
     missing = [i for i in ids if i not in rows]
     if missing:
         for row in await repo.fetch_by_ids(conn, missing, args.topic, args.type):

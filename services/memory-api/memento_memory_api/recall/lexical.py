@@ -35,22 +35,30 @@ def terms(text: str) -> list[str]:
 #   - the matches of the terms that (almost) none of the sample holds, up to RARE_CANDIDATES;
 #   - the newest RECENT fragments of the caller's namespaces that match: what was just stored must be findable by
 #     its words before its embedding exists (those that hold every term join the first group).
+# A topic ($13) or type ($14) filter applies in every one of those reads (for the newest, to the rows of the walk, as
+# L2 does), so the limit counts only fragments that satisfy it: filtered afterwards, the many matches of another topic
+# would fill it and hide the few of the topic asked for.
 CANDIDATES = 300
 RECENT = 500
 RARE_CANDIDATES = 200
 SAMPLE = 200
 TRIGRAM_CANDIDATES = 200
-_NEWEST = newest_in_namespaces("f.id, f.tsv, f.created_at", "$3", "$7", "$8", "$9", "(SELECT hit FROM capped)")
+_NEWEST = newest_in_namespaces(
+    "f.id, f.tsv, f.created_at, f.topic, f.type", "$3", "$7", "$8", "$9", "(SELECT hit FROM capped)"
+)
+_TOPIC_TYPE = "($13::text IS NULL OR {0}.topic = $13) AND ($14::text IS NULL OR {0}.type = $14)"
 _SEARCH = f"""
 WITH any_term AS MATERIALIZED (
     SELECT f.id, f.tsv, f.created_at FROM agent_memory.fragments f
     WHERE f.tenant_id = $7 AND f.workspace = $8
-      AND f.tsv @@ to_tsquery('simple', $1) AND ($3::text[] IS NULL OR f.agent_id = ANY($3)) LIMIT $5),
+      AND f.tsv @@ to_tsquery('simple', $1) AND ($3::text[] IS NULL OR f.agent_id = ANY($3))
+      AND {_TOPIC_TYPE.format("f")} LIMIT $5),
 capped AS MATERIALIZED (SELECT count(*) >= $5 AS hit FROM any_term),
 all_terms AS MATERIALIZED (
     SELECT f.id, f.tsv, f.created_at FROM agent_memory.fragments f
     WHERE f.tenant_id = $7 AND f.workspace = $8 AND (SELECT hit FROM capped)
-      AND f.tsv @@ to_tsquery('simple', $2) AND ($3::text[] IS NULL OR f.agent_id = ANY($3)) LIMIT $5),
+      AND f.tsv @@ to_tsquery('simple', $2) AND ($3::text[] IS NULL OR f.agent_id = ANY($3))
+      AND {_TOPIC_TYPE.format("f")} LIMIT $5),
 sample AS MATERIALIZED (SELECT tsv FROM any_term LIMIT $12),
 terms AS MATERIALIZED (
     SELECT t.term, t.q, ln(((SELECT count(*) FROM sample) + 1)::float8 / (n.in_sample + 1)) AS weight, n.in_sample
@@ -60,10 +68,10 @@ rare AS MATERIALIZED (
     SELECT f.id, f.tsv, f.created_at FROM agent_memory.fragments f
     WHERE f.tenant_id = $7 AND f.workspace = $8 AND (SELECT hit FROM capped)
       AND f.tsv @@ (SELECT to_tsquery('simple', string_agg(term, ' | ')) FROM terms WHERE in_sample <= $10)
-      AND ($3::text[] IS NULL OR f.agent_id = ANY($3)) LIMIT $11),
+      AND ($3::text[] IS NULL OR f.agent_id = ANY($3)) AND {_TOPIC_TYPE.format("f")} LIMIT $11),
 recent AS MATERIALIZED (
-    SELECT r.* FROM {_NEWEST} r
-    WHERE r.tsv @@ to_tsquery('simple', $1)),
+    SELECT r.id, r.tsv, r.created_at FROM {_NEWEST} r
+    WHERE r.tsv @@ to_tsquery('simple', $1) AND {_TOPIC_TYPE.format("r")}),
 pool AS (
     SELECT * FROM any_term
     UNION ALL SELECT * FROM recent r WHERE NOT EXISTS (SELECT 1 FROM any_term s WHERE s.id = r.id)
@@ -89,7 +97,11 @@ async def search(
     limit: int,
     candidates: int = CANDIDATES,
     recent: int = RECENT,
+    topic: str | None = None,
+    ftype: str | None = None,
 ) -> list[str]:
+    """Up to `limit` ids of the caller's fragments (of `topic` and `ftype` when given) that match `text`'s words,
+    best first."""
     words = terms(text)
     if not words:
         return []
@@ -108,6 +120,8 @@ async def search(
         sample // 100,  # "rare": in at most 1 % of the sample
         RARE_CANDIDATES,
         sample,
+        topic,
+        ftype,
     )
     ids = list(dict.fromkeys(r["id"] for r in rows))[:limit]  # a fragment can come from both passes
     identifier = _identifier(text)
@@ -120,12 +134,15 @@ async def search(
         trigram = await conn.fetch(
             f"WITH m AS MATERIALIZED (SELECT f.id, f.content FROM agent_memory.fragments f WHERE f.tenant_id = $4"
             f" AND f.workspace = $5 AND $1 <% f.content AND ($2::text[] IS NULL OR f.agent_id = ANY($2))"
+            " AND ($6::text IS NULL OR f.topic = $6) AND ($7::text IS NULL OR f.type = $7)"
             f" LIMIT {TRIGRAM_CANDIDATES}) SELECT id FROM m ORDER BY $1 <<-> content LIMIT $3",
             identifier,
             agents,
             limit,
             scope.tenant_id,
             scope.workspace,
+            topic,
+            ftype,
         )
         ids += [r["id"] for r in trigram if r["id"] not in ids]
     return ids

@@ -16,7 +16,21 @@ The profile id is inlined as a literal (validated by the table's CHECK) so the p
 
 Round trips are the cost on a busy host, so `choose` counts and applies the index settings in one statement (the
 caller runs it while the query is still being embedded), and `search` returns the fragments' rows with their
-similarity, filtered by topic and type, in one more.
+similarity in one more.
+
+A topic or type filter (seed 000 §6.3: applied at every tier) goes inside the nearest-k search, not after it:
+filtered afterwards, 60 close fragments of topic A would fill the k and hide topic B's weaker ones entirely. The
+embeddings hold no topic or type, so the filtered variant of each plan checks each candidate's fragment. The exact
+plan computes distances for the matching rows only (on a scratch store of 300k + 9k fragments with statistics, the
+planner drove it from the fragments' scope and topic indexes: 9k partition, 5% topic 10 ms, 25% type 20 ms, against
+15 ms unfiltered). The HNSW plan's iterative scan keeps walking the graph, a primary-key lookup per candidate, until
+k pass, but stops at `hnsw.max_scan_tuples` (20,000 by default): a filter that few of a large partition's vectors
+pass comes back short of k (30 rows of a 300k partition: 1 to 4 found in 150-300 ms). So when the filtered walk
+returns fewer than k, an exact scan of the filter's rows runs after it and the two answers are merged: the rows are
+usually few then (with no correlation between filter and query, about partition * k / max_scan_tuples), and every one
+that exists comes back. It scores at most `exact_max` of them, the bound an exact plan has anyway: a large topic
+lying far from the query (a query about databases in topic "cooking") would otherwise be scored whole. Without a
+filter the statements are the ones measured above, unchanged.
 
 Counting reads up to exact_max + 1 index entries: 20-80 ms for a large partition at a million fragments, longer
 than the query's embedding, and several ms for one near the threshold. Partition sizes move slowly, so
@@ -33,6 +47,7 @@ import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import lru_cache
 
 import asyncpg
 
@@ -46,9 +61,11 @@ SHARE_FLOOR = 2000
 @dataclass(frozen=True)
 class Strategy:
     name: str  # "exact" or "hnsw"
-    sql: str  # parameters: query vector, tenant, workspace, agents, k, topic, type
+    sql: str  # parameters: query vector, tenant, workspace, agents, k, topic, type (both NULL here)
     settings: dict[str, str]  # transaction-local settings the statement needs (applied by `choose`)
     partition: tuple  # (tenant, workspace, agents, k): what `choose` counted and `search` looks in
+    filtered_sql: str  # the same plan, its k nearest taken among the fragments of the given topic and/or type
+    exact_filtered_sql: str  # the exact plan, filtered, over at most exact_max rows: after a walk short of k
 
 
 def _scope(profile_id: str, first: int = 2) -> str:
@@ -62,28 +79,56 @@ def _scope(profile_id: str, first: int = 2) -> str:
     )
 
 
-def exact_sql(profile_id: str, dimension: int) -> str:
+# Inside the nearest-k search: the candidate's fragment is of the topic ($6) and type ($7) asked for (NULL: any).
+# It repeats the partition's tenant, workspace and agents (the embedding's copies of the fragment's own), so a join
+# the planner builds from the fragments' side reads the caller's rows, never every tenant's of that topic (the
+# fragments module's docstring); from the embeddings' side it is a primary-key lookup per candidate.
+_FILTER = (
+    " AND EXISTS (SELECT 1 FROM agent_memory.fragments f WHERE f.id = e.fragment_id AND f.tenant_id = $2"
+    " AND f.workspace = $3 AND ($4::text[] IS NULL OR f.agent_id = ANY($4))"
+    " AND ($6::text IS NULL OR f.topic = $6) AND ($7::text IS NULL OR f.type = $7))"
+)
+
+
+@lru_cache(maxsize=64)
+def exact_sql(profile_id: str, dimension: int, filtered: bool = False, cap: int | None = None) -> str:
     # The distance is computed inside the fenced subquery (OFFSET 0), so ORDER BY cannot be pushed down to the HNSW
     # index and only (id, distance) pairs reach the top-N sort. Materialising the vectors themselves instead (a CTE)
-    # spilled 1.5 kB per row to a temp file: 15.7 ms against 3.8 ms for 3.4k rows.
+    # spilled 1.5 kB per row to a temp file: 15.7 ms against 3.8 ms for 3.4k rows. `cap` scores only that many.
     return _with_rows(
         "SELECT fragment_id, 1 - distance AS similarity FROM ("
         f"SELECT e.fragment_id, e.embedding::vector({dimension}) <=> $1 AS distance"
-        f" FROM agent_memory.fragment_embeddings e WHERE {_scope(profile_id)} OFFSET 0) candidates"
-        " ORDER BY distance LIMIT $5"
+        f" FROM agent_memory.fragment_embeddings e WHERE {_scope(profile_id)}{_FILTER if filtered else ''}"
+        f"{f' LIMIT {int(cap)}' if cap is not None else ''} OFFSET 0) candidates ORDER BY distance LIMIT $5"
     )
 
 
-def hnsw_sql(profile_id: str, dimension: int) -> str:
+@lru_cache(maxsize=64)
+def hnsw_sql(profile_id: str, dimension: int, filtered: bool = False) -> str:
     return _with_rows(
         f"SELECT e.fragment_id, 1 - (e.embedding::vector({dimension}) <=> $1) AS similarity"
-        f" FROM agent_memory.fragment_embeddings e WHERE {_scope(profile_id)}"
+        f" FROM agent_memory.fragment_embeddings e WHERE {_scope(profile_id)}{_FILTER if filtered else ''}"
         f" ORDER BY e.embedding::vector({dimension}) <=> $1 LIMIT $5"
     )
 
 
+def _strategy(
+    name: str, profile_id: str, dimension: int, settings: dict[str, str], partition: tuple, exact_max: int
+) -> Strategy:
+    plan = exact_sql if name == "exact" else hnsw_sql
+    return Strategy(
+        name,
+        plan(profile_id, dimension),
+        settings,
+        partition,
+        plan(profile_id, dimension, True),
+        exact_sql(profile_id, dimension, True, int(exact_max)),
+    )
+
+
 def _with_rows(nearest: str) -> str:
-    """The k nearest, joined to their fragments; topic and type filter after the k are chosen, as for every tier."""
+    """The k nearest, joined to their fragments. The topic and type condition here only restates, for the filtered
+    statements, what their search already applied; for the unfiltered ones both parameters are NULL."""
     columns = ", ".join("f." + c.strip() for c in COLUMNS.split(","))
     return (
         f"SELECT {columns}, hits.similarity FROM ({nearest}) hits"
@@ -148,11 +193,11 @@ async def choose(
     key = (profile_id, tenant_id, workspace, tuple(agents) if agents is not None else None, exact_max, share_floor)
     known = verdicts.get(key) if verdicts is not None else None
     if known is False:
-        return Strategy("exact", exact_sql(profile_id, dimension), {}, partition)
+        return _strategy("exact", profile_id, dimension, {}, partition, exact_max)
     apply = [f"set_config('{name}', '{value}', true)" for name, value in hnsw.items()]
     if known:
         await conn.execute("SELECT " + ", ".join(apply))
-        return Strategy("hnsw", hnsw_sql(profile_id, dimension), hnsw, partition)
+        return _strategy("hnsw", profile_id, dimension, hnsw, partition, exact_max)
     applied = ", ".join(f"CASE WHEN large THEN {call} END" for call in apply)
     # reltuples is -1 until the index was first vacuumed or analysed: no share is known then
     large = await conn.fetchval(
@@ -167,21 +212,34 @@ async def choose(
     if verdicts is not None:
         verdicts.put(key, large)
     if not large:
-        return Strategy("exact", exact_sql(profile_id, dimension), {}, partition)
-    return Strategy("hnsw", hnsw_sql(profile_id, dimension), hnsw, partition)
+        return _strategy("exact", profile_id, dimension, {}, partition, exact_max)
+    return _strategy("hnsw", profile_id, dimension, hnsw, partition, exact_max)
 
 
 async def search(
     conn: asyncpg.Connection, strategy: Strategy, query_vector, topic: str | None = None, ftype: str | None = None
 ) -> list[asyncpg.Record]:
-    """The `limit` nearest visible fragments of the partition `choose` counted, with their `similarity`, best
-    first."""
-    rows = await conn.fetch(strategy.sql, query_vector, *strategy.partition, topic, ftype)
-    await release(conn, strategy)
-    return sorted(rows, key=lambda r: r["similarity"], reverse=True)
+    """The `limit` nearest visible fragments of the partition `choose` counted, of `topic` and `ftype` when given,
+    with their `similarity`, best first."""
+    filtered = topic is not None or ftype is not None
+    rows = await conn.fetch(
+        strategy.filtered_sql if filtered else strategy.sql, query_vector, *strategy.partition, topic, ftype
+    )
+    short = filtered and strategy.name == "hnsw" and len(rows) < strategy.partition[3]
+    await release(conn, strategy, custom_plans=short)
+    if short:
+        # the walk stopped at hnsw.max_scan_tuples before k passed the filter: score the filter's rows instead
+        scored = await conn.fetch(strategy.exact_filtered_sql, query_vector, *strategy.partition, topic, ftype)
+        rows = list({r["id"]: r for r in [*rows, *scored]}.values())
+    return sorted(rows, key=lambda r: r["similarity"], reverse=True)[: strategy.partition[3]]
 
 
-async def release(conn: asyncpg.Connection, strategy: Strategy) -> None:
-    """The rest of the transaction plans normally again."""
+async def release(conn: asyncpg.Connection, strategy: Strategy, custom_plans: bool = False) -> None:
+    """The rest of the transaction plans normally again; with `custom_plans`, each statement for its own parameters.
+
+    The exact fallback needs that: once a prepared statement has run five times the server may keep a generic plan,
+    blind to the topic and type given, and one made for a common topic scans the whole partition's vectors for a rare
+    one (scratch store, 300k partition: 110-180 ms against 2 ms planned for "rare" after six runs for a 5% topic)."""
     if strategy.settings:
-        await conn.execute("SELECT set_config('enable_sort', 'on', true)")
+        extra = ", set_config('plan_cache_mode', 'force_custom_plan', true)" if custom_plans else ""
+        await conn.execute(f"SELECT set_config('enable_sort', 'on', true){extra}")
