@@ -3,6 +3,7 @@ a way to read across agents."""
 
 from __future__ import annotations
 
+import asyncio
 import secrets
 
 import httpx
@@ -89,5 +90,47 @@ async def test_recall_and_remember_work_with_redis_stopped(servers, tmp_path):
                 assert stored["result"]["id"] in [f["id"] for f in by_text["result"]["fragments"]]
                 health = await client.get("/health")
                 assert health.status_code == 200 and health.json()["redis"] == "down"
+    finally:
+        valkey.stop()
+
+
+async def test_a_write_lost_while_redis_was_down_does_not_hide_the_fragment(servers, tmp_path):
+    """Redis comes back from its append-only file with the ready marker, but without the fragment stored while it was
+    down: one-keyword recall trusts a ready L1 as complete, so L1 must not be read until it is rebuilt."""
+    password = secrets.token_urlsafe(8)
+    valkey = start_valkey(tmp_path / "valkey", password=password)
+    app = create_app(servers.settings(REDIS_URL=valkey.url))
+    headers = {
+        HEADER: encode_principal(
+            Principal(tenant_id="t-" + secrets.token_hex(4), scopes=SCOPES), "test-internal-secret"
+        )
+    }
+    try:
+        async with app.router.lifespan_context(app):
+            async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://m") as client:
+
+                async def call(tool, arguments):
+                    return (
+                        await client.post(f"/v1/tools/{tool}", json={"arguments": arguments}, headers=headers)
+                    ).json()["result"]
+
+                def remember(content):
+                    return call("remember", {"content": content, "topic": "t", "type": "fact", "keywords": ["lost"]})
+
+                before = (await remember("indexed while redis was up"))["id"]
+                valkey.stop()
+                during = (await remember("stored while redis was down"))["id"]
+                valkey = start_valkey(tmp_path / "valkey", password=password, port=valkey.port)
+                assert await app.state.l1_redis.exists(layout.READY_KEY)  # the marker survived the restart
+                found = await call("recall", {"keywords": ["lost"]})
+                assert {f["id"] for f in found["fragments"]} == {before, during}
+                # the keeper drops the marker once Redis answers, then rebuilds L1 from Postgres, lost write included
+                keeper = app.state.l1_keeper
+                for _ in range(600):
+                    if keeper.trusted and await app.state.l1_redis.exists(layout.READY_KEY):
+                        break
+                    await asyncio.sleep(0.1)
+                rebuilt = await call("recall", {"keywords": ["lost"]})
+                assert {(f["id"], f["tier"]) for f in rebuilt["fragments"]} == {(before, "L1"), (during, "L1")}
     finally:
         valkey.stop()

@@ -31,6 +31,14 @@ class ToolContext:
     queue: Any = None  # arq pool: on-demand jobs (memory_consolidate)
     access: Any = None  # AccessRecorder: access counts, flushed off the request path
     partition_verdicts: Any = None  # recall.vector.PartitionVerdicts: partitions not worth counting again
+    l1: Any = None  # recall.l1.L1Keeper: told when an L1 write fails, says whether L1 can be read
+
+    def l1_write_failed(self) -> None:
+        if self.l1 is not None:
+            self.l1.write_failed()
+
+    def l1_trusted(self) -> bool:
+        return self.l1 is None or self.l1.trusted
 
     def visible_agents(self) -> list[str] | None:
         """Agent namespaces this call reads: its own and 'default'; None (all) for admin access."""

@@ -3,13 +3,18 @@
 L1 only proposes candidate ids; rows are always read back from Postgres under RLS, so a stale or foreign id in
 Redis can never surface what the caller may not see. Redis errors skip L1 (§9.1). When Redis has lost its data
 (the ready marker is gone), L1 is skipped until a background rebuild from Postgres has finished.
+
+A write that failed (Redis unreachable while a fragment was stored, amended or forgotten) leaves L1 out of step,
+and a Redis that comes back from its append-only file still holds the ready marker. So a failed write makes the
+keeper distrust L1: this process skips it at once, and the keeper drops the marker as soon as Redis answers, which
+makes every replica skip L1 until the rebuild from Postgres is done.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import asyncpg
 from redis.asyncio import Redis
@@ -33,9 +38,10 @@ async def index(
     keywords: list[str],
     score: float,
     replacing: Sequence[str] = (),
+    on_failure: Callable[[], None] | None = None,
 ) -> None:
     """Put a fragment in its keyword sets (with its score); `replacing` are the keywords it held before an amend,
-    dropped from the sets it no longer belongs to in the same round trip."""
+    dropped from the sets it no longer belongs to in the same round trip. `on_failure` is told when Redis errs."""
     dropped = [k for k in replacing if k not in keywords]
     if redis is None or not (keywords or dropped):
         return
@@ -48,15 +54,26 @@ async def index(
             await pipe.execute()
     except (RedisError, OSError) as exc:
         log.warning("l1.index_failed", extra={"error_type": type(exc).__name__})
+        if on_failure is not None:
+            on_failure()
 
 
 async def unindex(
-    redis: Redis | None, tenant_id: str, workspace: str, agent_id: str, fragment_id: str, keywords: list[str]
+    redis: Redis | None,
+    tenant_id: str,
+    workspace: str,
+    agent_id: str,
+    fragment_id: str,
+    keywords: list[str],
+    on_failure: Callable[[], None] | None = None,
 ) -> None:
     try:
         await layout.remove(redis, tenant_id, workspace, agent_id, fragment_id, keywords)
     except (RedisError, OSError) as exc:
+        # a forgotten id left in a sorted set can take one of the few top places a one-keyword recall reads
         log.warning("l1.unindex_failed", extra={"error_type": type(exc).__name__})
+        if on_failure is not None:
+            on_failure()
 
 
 async def lookup(
@@ -134,13 +151,30 @@ async def _rebuild(redis: Redis, pool: asyncpg.Pool) -> None:
 
 
 class L1Keeper:
-    """Checks the ready marker now and then and rebuilds when Redis came back empty."""
+    """Checks the ready marker now and then and rebuilds when Redis came back empty, or when a write to L1 failed."""
 
     def __init__(self, redis: Redis | None, pool: asyncpg.Pool, interval: float = 5.0) -> None:
         self.redis = redis
         self.pool = pool
         self.interval = interval
+        self.out_of_step = False  # a write failed and the ready marker has not been dropped yet
         self._task: asyncio.Task | None = None
+
+    def write_failed(self) -> None:
+        """An L1 write was lost: skip L1 here now, and have every replica skip it until it is rebuilt."""
+        self.out_of_step = True
+
+    @property
+    def trusted(self) -> bool:
+        return not self.out_of_step
+
+    async def _invalidate(self) -> None:
+        try:
+            await self.redis.delete(layout.READY_KEY)
+        except (RedisError, OSError):
+            return  # still unreachable: L1 stays skipped here, and the next pass tries again
+        self.out_of_step = False
+        log.info("l1.invalidated_after_failed_write")
 
     async def start(self, first_pass_timeout: float = 2.0) -> None:
         """Start checking; wait briefly for the first pass so a small store serves L1 from the first request."""
@@ -155,6 +189,8 @@ class L1Keeper:
 
     async def _run(self, first_pass: asyncio.Event) -> None:
         while True:
+            if self.out_of_step:
+                await self._invalidate()
             await ensure_ready(self.redis, self.pool)
             first_pass.set()
             await asyncio.sleep(self.interval)

@@ -80,6 +80,7 @@ async def call_tool(name: str, request: Request) -> JSONResponse:
                 queue=state.queue,
                 access=state.access,
                 partition_verdicts=state.partition_verdicts,
+                l1=state.l1_keeper,
             )
             result = await handler(ctx, args)
             payload = {"result": result}

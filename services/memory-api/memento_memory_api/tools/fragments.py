@@ -74,6 +74,7 @@ async def store_fragment(
             new_id,
             fragment["keywords"],
             score,
+            on_failure=ctx.l1_write_failed,
         )
 
     uow.after_commit.append(index_l1)

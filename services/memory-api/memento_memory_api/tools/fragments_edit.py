@@ -56,7 +56,13 @@ def _after_commit_unindex(uow: UnitOfWork, ctx: ToolContext, rows: list[Any]) ->
     async def unindex() -> None:
         for row in rows:
             await l1.unindex(
-                ctx.redis, ctx.scope.tenant_id, ctx.scope.workspace, row["agent_id"], row["id"], list(row["keywords"])
+                ctx.redis,
+                ctx.scope.tenant_id,
+                ctx.scope.workspace,
+                row["agent_id"],
+                row["id"],
+                list(row["keywords"]),
+                on_failure=ctx.l1_write_failed,
             )
 
     uow.after_commit.append(unindex)
@@ -164,6 +170,7 @@ def _reindex(uow: UnitOfWork, ctx: ToolContext, row: Any, new_id: str, keywords:
             keywords,
             l1_layout.score(importance, created_at),
             replacing=list(row["keywords"]) if new_id == row["id"] else [],
+            on_failure=ctx.l1_write_failed,
         )
 
     uow.after_commit.append(reindex)
