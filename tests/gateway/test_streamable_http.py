@@ -9,7 +9,9 @@ import secrets
 
 import httpx
 import pytest
+import redis.asyncio as aioredis
 
+from memento_shared import working_memory
 from tests.gateway.conftest import ACCESS_KEY, initialize
 
 
@@ -250,3 +252,30 @@ async def test_unauthorized_requests_get_the_oauth_pointer(gateway):
             )
         by_query = await http.post(f"/mcp?accessKey={ACCESS_KEY}", json=initialize())
         assert by_query.status_code == 200
+
+
+async def test_working_memory_lives_as_long_as_its_session(gateway, servers):
+    """scope "session": the list's expiry slides with the session's on every request, and ending the session
+    (DELETE) deletes it (seed 000 §5.2: working memory expires with the session)."""
+    redis = aioredis.from_url(servers.valkey.url)
+    async with gateway.http(**{"X-Memento-Workspace": "wm-" + secrets.token_hex(3)}) as http:
+        session = await gateway.session(http)
+        headers = {"Mcp-Session-Id": session}
+        params = {
+            "name": "remember",
+            "arguments": {"content": "editing lexer.py", "topic": "task", "type": "fact", "scope": "session"},
+        }
+        stored = (await http.post("/mcp", json=rpc("tools/call", params), headers=headers)).json()["result"]
+        assert stored["structuredContent"]["sessionId"] == session
+        key = working_memory.key("default", session)
+        ttl = await redis.ttl(key)
+        assert ttl > 60
+        await redis.expire(key, 30)  # as if written long ago in a session still in use
+        await http.post("/mcp", json=rpc("ping"), headers=headers)
+        assert await redis.ttl(key) >= ttl - 5  # slid forward with the session
+        context = {"name": "context", "arguments": {}}
+        answer = (await http.post("/mcp", json=rpc("tools/call", context), headers=headers)).json()["result"]
+        assert [w["content"] for w in answer["structuredContent"]["workingMemory"]] == ["editing lexer.py"]
+        assert (await http.delete("/mcp", headers=headers)).status_code == 200
+        assert not await redis.exists(key)
+    await redis.aclose()

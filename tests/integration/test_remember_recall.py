@@ -6,6 +6,7 @@ import pytest
 
 from memento_memory_api.recall.l1 import ensure_ready
 from memento_shared import l1 as l1_layout
+from memento_shared import working_memory
 
 
 async def count_rows(owner_pool, tenant: str) -> tuple[int, int]:
@@ -172,8 +173,13 @@ async def test_session_scope_goes_to_working_memory_not_postgres(memory_api, ten
     )
     assert answer["result"]["created"] is True
     assert await count_rows(owner_pool, tenant) == (0, 0)
-    key = f"memento:wm:{{{tenant}}}:default:s-1"
+    key = working_memory.key(tenant, "s-1")
     assert await redis_client.llen(key) == 1 and 0 < await redis_client.ttl(key) <= 3600
+    # one list per session, whatever the workspace: context reads only its own workspace's entries
+    other = await memory_api.call("context", {"sessionId": "s-1"}, tenant=tenant, workspace="elsewhere")
+    assert other["result"]["workingMemory"] == []
+    same = await memory_api.call("context", {"sessionId": "s-1"}, tenant=tenant)
+    assert [w["content"] for w in same["result"]["workingMemory"]] == ["currently editing parser.py"]
     no_session = await memory_api.call(
         "remember", {"content": "x", "topic": "t", "type": "fact", "scope": "session"}, tenant=tenant
     )

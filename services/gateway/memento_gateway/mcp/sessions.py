@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass, replace
 from redis.asyncio import Redis
 from redis.asyncio.client import Pipeline
 
+from memento_shared import working_memory
 from memento_shared.principal import Principal
 
 INDEX = "memento:sessions"
@@ -78,9 +79,12 @@ class SessionStore:
         """Worth looking up: ours are 32 characters; anything empty or long is no session."""
         return bool(session_id) and len(session_id) <= 64
 
-    def queue_get(self, pipe: Pipeline, session_id: str) -> None:
+    def queue_get(self, pipe: Pipeline, session_id: str, tenant_id: str | None = None) -> None:
         """`get` as commands of the caller's pipeline (read and slide the expiry in one round trip; EXPIRE and
-        ZADD XX do nothing for a session that is gone); read the answer with `got`."""
+        ZADD XX do nothing for a session that is gone); read the answer with `got`. With the caller's tenant, the
+        session's working memory slides with it (it lives as long as its session)."""
+        if tenant_id is not None:
+            pipe.expire(working_memory.key(tenant_id, session_id), self.ttl)
         pipe.get(_key(session_id))
         pipe.expire(_key(session_id), self.ttl)
         pipe.zadd(INDEX, {session_id: time.time() + self.ttl}, xx=True)
@@ -98,11 +102,13 @@ class SessionStore:
             alive, _ = await pipe.execute()
         return bool(alive)
 
-    async def delete(self, session_id: str) -> bool:
+    async def delete(self, session: Session) -> bool:
+        """End a session, and its working memory with it."""
         async with self.redis.pipeline(transaction=True) as pipe:
-            pipe.delete(_key(session_id))
-            pipe.zrem(INDEX, session_id)
-            deleted, _ = await pipe.execute()
+            pipe.delete(_key(session.id))
+            pipe.zrem(INDEX, session.id)
+            pipe.delete(working_memory.key(session.principal.tenant_id, session.id))
+            deleted, _, _ = await pipe.execute()
         return bool(deleted)
 
     async def active_count(self) -> int:

@@ -65,7 +65,7 @@ async def admit(request: Request, gw: Gateway, session_id: str | None) -> tuple[
         return checked if isinstance(checked, Response) else (checked, None)
     async with gw.redis.pipeline(transaction=False) as pipe:
         gw.rate.queue(pipe, caller.identity)
-        gw.sessions.queue_get(pipe, session_id)
+        gw.sessions.queue_get(pipe, session_id, caller.principal.tenant_id)
         results = await pipe.execute()
     wait = gw.rate.waited(results)
     return too_many(wait) if wait else (caller, SessionStore.got(results))

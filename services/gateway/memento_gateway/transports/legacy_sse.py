@@ -76,7 +76,7 @@ async def _stream(gw: Gateway, session: Session, identity: str, stream_id: str):
         GATEWAY_STREAMS.labels("sse").dec()
         with anyio.CancelScope(shield=True):  # runs as the client hangs up
             await gw.streams.release(identity, stream_id)
-            await gw.sessions.delete(session.id)
+            await gw.sessions.delete(session)
         log.info("session.ended", extra={"transport": TRANSPORT})
 
 

@@ -248,7 +248,7 @@ async def delete(request: Request) -> Response:
     session = _session(request, caller, prefetched)
     if isinstance(session, Response):
         return session
-    await gw.sessions.delete(session.id)
+    await gw.sessions.delete(session)
     await gw.hub.close(session.id)  # ends its GET stream on whichever replica holds it
     log.info("session.ended", extra={"transport": TRANSPORT})
     return Response(status_code=200)

@@ -14,6 +14,7 @@ from memento_memory_api.repositories import fragments as repo
 from memento_memory_api.tools.registry import handles
 from memento_memory_api.uow import UnitOfWork
 from memento_shared import l1 as l1_layout
+from memento_shared import working_memory
 from memento_shared.domain.fragments import DEFAULT_IMPORTANCE, content_hash, infer_ttl, new_fragment_id, truncate
 from memento_shared.errors import ErrorCode, MementoError, invalid, not_found
 from memento_shared.text.keywords import extract_keywords, normalise_keywords
@@ -91,18 +92,15 @@ async def remember(ctx: ToolContext, args: RememberArgs) -> dict[str, Any]:
     return {"success": True, "id": fragment_id, "created": created}
 
 
-def working_memory_key(ctx: ToolContext, session_id: str) -> str:
-    return f"memento:wm:{{{ctx.scope.tenant_id}}}:{ctx.scope.workspace}:{session_id}"
-
-
 async def _remember_in_session(ctx: ToolContext, fragment: dict[str, Any]) -> dict[str, Any]:
-    """Working memory (§5.2 scope "session"): a Redis list that expires with the MCP session."""
+    """Working memory (§5.2 scope "session"): a Redis list that expires with the MCP session (the gateway slides its
+    expiry with the session's and deletes it when the session ends: memento_shared.working_memory)."""
     if not ctx.scope.session_id:
         raise invalid("scope", "'session' needs an MCP session (the gateway supplies it)")
     if ctx.redis is None:
         raise MementoError(ErrorCode.STORAGE_ERROR, "working memory needs Redis, which is unavailable")
-    key = working_memory_key(ctx, ctx.scope.session_id)
-    fragment = {k: v for k, v in fragment.items() if k not in ("tenant_id", "workspace")}
+    key = working_memory.key(ctx.scope.tenant_id, ctx.scope.session_id)
+    fragment = {k: v for k, v in fragment.items() if k != "tenant_id"}
     fragment["created_at"] = time.time()
     async with ctx.redis.pipeline(transaction=True) as pipe:
         pipe.rpush(key, json.dumps(fragment))

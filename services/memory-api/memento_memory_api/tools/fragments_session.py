@@ -10,8 +10,9 @@ from redis.exceptions import RedisError
 from memento_memory_api import render
 from memento_memory_api.context import ToolContext
 from memento_memory_api.repositories import fragments as repo
-from memento_memory_api.tools.fragments import build_fragment, store_fragment, working_memory_key
+from memento_memory_api.tools.fragments import build_fragment, store_fragment
 from memento_memory_api.tools.registry import handles
+from memento_shared import working_memory
 from memento_shared.errors import invalid
 from memento_shared.tools.fragments import ContextArgs, ReflectArgs, RememberArgs, ToolFeedbackArgs
 
@@ -78,12 +79,14 @@ async def context(ctx: ToolContext, args: ContextArgs) -> dict[str, Any]:
     session_id = args.sessionId or ctx.scope.session_id
     if session_id and ctx.redis is not None:
         try:
-            raw = await ctx.redis.lrange(working_memory_key(ctx, session_id), 0, -1)
+            raw = await ctx.redis.lrange(working_memory.key(ctx.scope.tenant_id, session_id), 0, -1)
         except (RedisError, OSError):
             raw = []  # §9.1: working memory is unavailable without Redis; core memory still answers
         visible = set(ctx.visible_agents() or [])
         for item in reversed(raw):  # newest first, as long as the budget lasts
             fragment = json.loads(item)
+            if fragment.get("workspace") != ctx.scope.workspace:
+                continue  # the session's list holds every workspace it wrote in
             if visible and fragment.get("agent_id") not in visible:
                 continue
             if used + fragment["estimated_tokens"] > args.tokenBudget:
