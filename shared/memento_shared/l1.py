@@ -11,12 +11,17 @@ from __future__ import annotations
 
 from datetime import datetime
 
-READY_KEY = "memento:l1:ready"
+# ":2" since agent ids are escaped in keys: a store indexed under the old layout is rebuilt once
+READY_KEY = "memento:l1:ready:2"
 REBUILD_LOCK = "memento:l1:rebuilding"
 
 
 def key(tenant_id: str, workspace: str, agent_id: str, keyword: str) -> str:
-    return f"memento:l1:{{{tenant_id}}}:{workspace}:{agent_id}:{keyword}"
+    """Agent ids may hold ':' (the separator) and keywords anything, so agent `a` with keyword `b:c` and agent `a:b`
+    with keyword `c` would share a set: the agent id is percent-escaped (workspaces hold no ':', the keyword is
+    last), which keeps every (agent, keyword) pair its own key."""
+    agent = agent_id.replace("%", "%25").replace(":", "%3A")
+    return f"memento:l1:{{{tenant_id}}}:{workspace}:{agent}:{keyword}"
 
 
 def score(

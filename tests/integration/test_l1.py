@@ -60,6 +60,32 @@ async def test_a_foreign_id_planted_in_l1_never_surfaces(memory_api, tenant, red
     assert other_tenant["result"]["fragments"] == []
 
 
+async def test_an_agent_id_with_a_colon_has_keyword_sets_of_its_own(memory_api, tenant):
+    """Agent `a` with keyword `b:c` and agent `a:b` with keyword `c` would name the same set unescaped: `a`'s ids would
+    take the top places `a:b` reads, and a ready L1 with one keyword is trusted as complete."""
+    for i in range(60):
+        await memory_api.call(
+            "remember",
+            {
+                "content": f"noise {i}",
+                "topic": "t",
+                "type": "fact",
+                "keywords": ["b:c"],
+                "agentId": "a",
+                "importance": 0.9,
+            },
+            tenant=tenant,
+        )
+    mine = await memory_api.call(
+        "remember",
+        {"content": "mine", "topic": "t", "type": "fact", "keywords": ["c"], "agentId": "a:b"},
+        tenant=tenant,
+    )
+    found = await memory_api.call("recall", {"keywords": ["c"], "agentId": "a:b"}, tenant=tenant)
+    assert [f["id"] for f in found["result"]["fragments"]] == [mine["result"]["id"]]
+    assert layout.key(tenant, "default", "a", "b:c") != layout.key(tenant, "default", "a:b", "c")
+
+
 async def test_recall_and_remember_work_with_redis_stopped(servers, tmp_path):
     valkey = start_valkey(tmp_path / "valkey", password=secrets.token_urlsafe(8))
     settings = servers.settings(REDIS_URL=valkey.url)
