@@ -4,7 +4,11 @@ a way to read across agents."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import secrets
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
 
 import httpx
 
@@ -86,77 +90,80 @@ async def test_an_agent_id_with_a_colon_has_keyword_sets_of_its_own(memory_api, 
     assert layout.key(tenant, "default", "a", "b:c") != layout.key(tenant, "default", "a:b", "c")
 
 
-async def test_recall_and_remember_work_with_redis_stopped(servers, tmp_path):
-    valkey = start_valkey(tmp_path / "valkey", password=secrets.token_urlsafe(8))
-    settings = servers.settings(REDIS_URL=valkey.url)
-    app = create_app(settings)
-    headers = {
-        HEADER: encode_principal(
-            Principal(tenant_id="t-" + secrets.token_hex(4), scopes=SCOPES), "test-internal-secret"
-        )
-    }
+@dataclass
+class OwnRedis:
+    """memory-api on a Valkey of its own, which a test may stop and restart."""
+
+    valkey: Any
+    password: str
+    app: Any
+    client: httpx.AsyncClient
+    headers: dict[str, str]
+
+    async def call(self, tool: str, arguments: dict) -> dict:
+        answer = await self.client.post(f"/v1/tools/{tool}", json={"arguments": arguments}, headers=self.headers)
+        return answer.json()
+
+    def restart(self, data_dir) -> None:
+        self.valkey = start_valkey(data_dir, password=self.password, port=self.valkey.port)
+
+
+@contextlib.asynccontextmanager
+async def own_redis(servers, data_dir) -> AsyncIterator[OwnRedis]:
+    password = secrets.token_urlsafe(8)
+    valkey = start_valkey(data_dir, password=password)
+    app = create_app(servers.settings(REDIS_URL=valkey.url))
+    principal = Principal(tenant_id="t-" + secrets.token_hex(4), scopes=SCOPES)
+    headers = {HEADER: encode_principal(principal, "test-internal-secret")}
+    own = None
     try:
         async with app.router.lifespan_context(app):
             async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://m") as client:
-
-                async def call(tool, arguments):
-                    return (
-                        await client.post(f"/v1/tools/{tool}", json={"arguments": arguments}, headers=headers)
-                    ).json()
-
-                valkey.stop()
-                stored = await call(
-                    "remember",
-                    {"content": "written without redis", "topic": "t", "type": "fact", "keywords": ["offline"]},
-                )
-                assert stored["result"]["created"] is True
-                found = await call("recall", {"keywords": ["offline"]})
-                assert [(f["id"], f["tier"]) for f in found["result"]["fragments"]] == [(stored["result"]["id"], "L2")]
-                by_text = await call("recall", {"text": "written without redis"})
-                assert stored["result"]["id"] in [f["id"] for f in by_text["result"]["fragments"]]
-                health = await client.get("/health")
-                assert health.status_code == 200 and health.json()["redis"] == "down"
+                own = OwnRedis(valkey, password, app, client, headers)
+                yield own
     finally:
-        valkey.stop()
+        (own.valkey if own else valkey).stop()
+
+
+async def test_recall_and_remember_work_with_redis_stopped(servers, tmp_path):
+    async with own_redis(servers, tmp_path / "valkey") as own:
+        own.valkey.stop()
+        stored = await own.call(
+            "remember", {"content": "written without redis", "topic": "t", "type": "fact", "keywords": ["offline"]}
+        )
+        assert stored["result"]["created"] is True
+        found = await own.call("recall", {"keywords": ["offline"]})
+        assert [(f["id"], f["tier"]) for f in found["result"]["fragments"]] == [(stored["result"]["id"], "L2")]
+        by_text = await own.call("recall", {"text": "written without redis"})
+        assert stored["result"]["id"] in [f["id"] for f in by_text["result"]["fragments"]]
+        health = await own.client.get("/health")
+        assert health.status_code == 200 and health.json()["redis"] == "down"
 
 
 async def test_a_write_lost_while_redis_was_down_does_not_hide_the_fragment(servers, tmp_path):
     """Redis comes back from its append-only file with the ready marker, but without the fragment stored while it was
     down: one-keyword recall trusts a ready L1 as complete, so L1 must not be read until it is rebuilt."""
-    password = secrets.token_urlsafe(8)
-    valkey = start_valkey(tmp_path / "valkey", password=password)
-    app = create_app(servers.settings(REDIS_URL=valkey.url))
-    headers = {
-        HEADER: encode_principal(
-            Principal(tenant_id="t-" + secrets.token_hex(4), scopes=SCOPES), "test-internal-secret"
-        )
-    }
-    try:
-        async with app.router.lifespan_context(app):
-            async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://m") as client:
+    async with own_redis(servers, tmp_path / "valkey") as own:
+        app = own.app
 
-                async def call(tool, arguments):
-                    return (
-                        await client.post(f"/v1/tools/{tool}", json={"arguments": arguments}, headers=headers)
-                    ).json()["result"]
+        async def call(tool, arguments):
+            return (await own.call(tool, arguments))["result"]
 
-                def remember(content):
-                    return call("remember", {"content": content, "topic": "t", "type": "fact", "keywords": ["lost"]})
+        def remember(content):
+            return call("remember", {"content": content, "topic": "t", "type": "fact", "keywords": ["lost"]})
 
-                before = (await remember("indexed while redis was up"))["id"]
-                valkey.stop()
-                during = (await remember("stored while redis was down"))["id"]
-                valkey = start_valkey(tmp_path / "valkey", password=password, port=valkey.port)
-                assert await app.state.l1_redis.exists(layout.READY_KEY)  # the marker survived the restart
-                found = await call("recall", {"keywords": ["lost"]})
-                assert {f["id"] for f in found["fragments"]} == {before, during}
-                # the keeper drops the marker once Redis answers, then rebuilds L1 from Postgres, lost write included
-                keeper = app.state.l1_keeper
-                for _ in range(600):
-                    if keeper.trusted and await app.state.l1_redis.exists(layout.READY_KEY):
-                        break
-                    await asyncio.sleep(0.1)
-                rebuilt = await call("recall", {"keywords": ["lost"]})
-                assert {(f["id"], f["tier"]) for f in rebuilt["fragments"]} == {(before, "L1"), (during, "L1")}
-    finally:
-        valkey.stop()
+        before = (await remember("indexed while redis was up"))["id"]
+        own.valkey.stop()
+        during = (await remember("stored while redis was down"))["id"]
+        own.restart(tmp_path / "valkey")
+        assert await app.state.l1_redis.exists(layout.READY_KEY)  # the marker survived the restart
+        found = await call("recall", {"keywords": ["lost"]})
+        assert {f["id"] for f in found["fragments"]} == {before, during}
+        # the keeper drops the marker once Redis answers, then rebuilds L1 from Postgres, lost write included
+        keeper = app.state.l1_keeper
+        for _ in range(600):
+            if keeper.trusted and await app.state.l1_redis.exists(layout.READY_KEY):
+                break
+            await asyncio.sleep(0.1)
+        rebuilt = await call("recall", {"keywords": ["lost"]})
+        assert {(f["id"], f["tier"]) for f in rebuilt["fragments"]} == {(before, "L1"), (during, "L1")}
