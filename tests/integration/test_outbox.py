@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import uuid
 
 import pytest
 from arq.connections import ArqRedis
@@ -198,3 +199,44 @@ async def test_an_enqueue_that_fails_leaves_the_events_unpublished(app_pool, ten
                 await outer.rollback()
     finally:
         await dead.aclose()
+
+
+async def test_published_events_are_pruned_after_the_retention_and_owed_ones_never(
+    app_pool, owner_pool, settings, tenant
+):
+    """Rows inserted with chosen ages, committed only where no other relay in the session could take them (published
+    ones); the unpublished old one is held uncommitted, as in the test above."""
+    from memento_memory_api.outbox_relay import Relay
+    from memento_shared.db.outbox import prune
+    from memento_shared.db.rls import set_system
+
+    def row(age_days: float, published: bool) -> tuple:
+        return (str(uuid.uuid4()), tenant, age_days, published)
+
+    insert = (
+        "INSERT INTO agent_memory.outbox (id, tenant_id, workspace, event_type, payload, created_at, published_at)"
+        " SELECT $1::uuid, $2, 'default', 'fragment.stored', '{}', now() - make_interval(days => $3),"
+        " CASE WHEN $4 THEN now() - make_interval(days => $3) END"
+    )
+    old, recent = row(10, True), row(1, True)
+    await owner_pool.executemany(insert, [old, recent])
+    relay = Relay(app_pool, None, settings.database_url, settings=settings)  # OUTBOX_RETENTION_HOURS: 168
+    assert relay.retention_s == 7 * 86400
+    assert await relay.prune() >= 1
+    left = {
+        str(r["id"]) for r in await owner_pool.fetch("SELECT id FROM agent_memory.outbox WHERE tenant_id = $1", tenant)
+    }
+    assert left == {recent[0]}
+
+    owed = row(30, False)
+    async with app_pool.acquire() as conn:
+        held = conn.transaction()
+        await held.start()
+        try:
+            await set_system(conn)
+            await conn.execute(insert, *owed)
+            assert await prune(conn, 3600, 1000) >= 1  # the recent one is older than an hour
+            kept = await conn.fetch("SELECT id FROM agent_memory.outbox WHERE tenant_id = $1", tenant)
+            assert {str(r["id"]) for r in kept} == {owed[0]}, "an event not yet relayed is never pruned, however old"
+        finally:
+            await held.rollback()

@@ -23,7 +23,7 @@ from redis.exceptions import ResponseError
 
 from memento_shared import background
 from memento_shared.db import dead_letters
-from memento_shared.db.outbox import CHANNEL, backlog, claim_batch
+from memento_shared.db.outbox import CHANNEL, backlog, claim_batch, prune
 from memento_shared.db.rls import system_transaction
 from memento_shared.enqueue import JobSpec, add_jobs
 from memento_shared.events import CONSUMERS, envelope, job_id, queue_key
@@ -36,6 +36,8 @@ tracer = trace.get_tracer("memento.relay")
 WAITAOF_TIMEOUT_MS = 5000
 FENCE_KEY = "memento:relay:fence"
 GAUGE_INTERVAL_S = 5.0  # backlog and dead-letter gauges: two queries, not worth running after every event
+PRUNE_INTERVAL_S = 600.0  # deleting old published events: a background chore, never in the way of delivery
+PRUNE_BATCH = 5000
 
 
 class NotDurable(Exception):
@@ -127,6 +129,7 @@ class Relay:
         self.batch_size = settings.outbox_batch_size
         self.gather = settings.outbox_gather_s
         self.durable = settings.outbox_durable_enqueue
+        self.retention_s = settings.outbox_retention_hours * 3600
         self.wake = asyncio.Event()
         self.running = False
         self._task: asyncio.Task | None = None
@@ -143,6 +146,7 @@ class Relay:
         self.running = True
         failures = 0
         next_gauges = 0.0
+        next_prune = time.monotonic() + PRUNE_INTERVAL_S / 10  # not in the way of start-up
         if self.durable:
             self.durable = await self._durability_available()
         try:
@@ -162,6 +166,9 @@ class Relay:
                 if time.monotonic() >= next_gauges:
                     await self._update_gauges()
                     next_gauges = time.monotonic() + GAUGE_INTERVAL_S
+                if self.retention_s and time.monotonic() >= next_prune:
+                    await self.prune()
+                    next_prune = time.monotonic() + PRUNE_INTERVAL_S
                 if moved == self.batch_size:
                     continue  # a full batch: there may be more right now. Otherwise a NOTIFY wakes us.
                 try:
@@ -173,6 +180,23 @@ class Relay:
                 await asyncio.sleep(self.gather)
         finally:
             self.running = False
+
+    async def prune(self) -> int:
+        """Delete events published more than OUTBOX_RETENTION_HOURS ago, a batch per transaction, so the outbox holds
+        what is owed and recent history rather than every event ever written."""
+        deleted = 0
+        try:
+            while True:
+                async with self.pool.acquire() as conn, system_transaction(conn):
+                    n = await prune(conn, self.retention_s, PRUNE_BATCH)
+                deleted += n
+                if n < PRUNE_BATCH:
+                    break
+        except Exception as exc:  # the next interval tries again
+            log.warning("relay.prune_failed", extra={"error_type": type(exc).__name__})
+        if deleted:
+            log.info("relay.pruned", extra={"deleted": deleted})
+        return deleted
 
     async def _durability_available(self) -> bool:
         try:

@@ -45,3 +45,15 @@ async def backlog(conn: asyncpg.Connection) -> dict[str, int]:
         "SELECT event_type, count(*) AS n FROM agent_memory.outbox WHERE published_at IS NULL GROUP BY event_type"
     )
     return {r["event_type"]: r["n"] for r in rows}
+
+
+async def prune(conn: asyncpg.Connection, older_than_s: float, limit: int) -> int:
+    """Delete up to `limit` events published and created more than `older_than_s` ago; how many went. Unpublished
+    events stay whatever their age (the relay still owes them to a queue); a dead letter keeps its own copy."""
+    status = await conn.execute(
+        "DELETE FROM agent_memory.outbox WHERE id IN (SELECT id FROM agent_memory.outbox"
+        " WHERE created_at < now() - make_interval(secs => $1) AND published_at IS NOT NULL LIMIT $2)",
+        older_than_s,
+        limit,
+    )
+    return int(status.rsplit(" ", 1)[-1])
