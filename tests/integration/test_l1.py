@@ -162,7 +162,7 @@ async def test_a_write_lost_while_redis_was_down_does_not_hide_the_fragment(serv
         # the keeper drops the marker once Redis answers, then rebuilds L1 from Postgres, lost write included
         keeper = app.state.l1_keeper
         for _ in range(600):
-            if keeper.trusted and await app.state.l1_redis.exists(layout.READY_KEY):
+            if not keeper.out_of_step and await app.state.l1_redis.exists(layout.READY_KEY):
                 break
             await asyncio.sleep(0.1)
         rebuilt = await call("recall", {"keywords": ["lost"]})

@@ -38,7 +38,7 @@ class ToolContext:
             self.l1.write_failed()
 
     def l1_trusted(self) -> bool:
-        return self.l1 is None or self.l1.trusted
+        return self.l1 is None or not self.l1.out_of_step
 
     def visible_agents(self) -> list[str] | None:
         """Agent namespaces this call reads: its own and 'default'; None (all) for admin access."""

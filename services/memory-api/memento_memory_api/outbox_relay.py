@@ -36,7 +36,7 @@ tracer = trace.get_tracer("memento.relay")
 WAITAOF_TIMEOUT_MS = 5000
 FENCE_KEY = "memento:relay:fence"
 GAUGE_INTERVAL_S = 5.0  # backlog and dead-letter gauges: two queries, not worth running after every event
-PRUNE_INTERVAL_S = 600.0  # deleting old published events: a background chore, never in the way of delivery
+PRUNE_INTERVAL_S = 600.0  # deleting old published events: a chore of its own task, never in the way of delivery
 PRUNE_BATCH = 5000
 
 
@@ -133,20 +133,30 @@ class Relay:
         self.wake = asyncio.Event()
         self.running = False
         self._task: asyncio.Task | None = None
+        self._pruner: asyncio.Task | None = None
         self._listener: asyncpg.Connection | None = None
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run())
+        if self.retention_s:
+            # its own task: a first prune after an upgrade can delete millions of rows, and delivery must not wait
+            self._pruner = asyncio.create_task(self._prune_every(PRUNE_INTERVAL_S))
 
     async def stop(self) -> None:
+        await background.cancel(self._pruner)
         await background.cancel(self._task)
         await background.close(self._listener)
+
+    async def _prune_every(self, interval: float) -> None:
+        await asyncio.sleep(interval / 10)  # not in the way of start-up
+        while True:
+            await self.prune()
+            await asyncio.sleep(interval)
 
     async def _run(self) -> None:
         self.running = True
         failures = 0
         next_gauges = 0.0
-        next_prune = time.monotonic() + PRUNE_INTERVAL_S / 10  # not in the way of start-up
         if self.durable:
             self.durable = await self._durability_available()
         try:
@@ -166,9 +176,6 @@ class Relay:
                 if time.monotonic() >= next_gauges:
                     await self._update_gauges()
                     next_gauges = time.monotonic() + GAUGE_INTERVAL_S
-                if self.retention_s and time.monotonic() >= next_prune:
-                    await self.prune()
-                    next_prune = time.monotonic() + PRUNE_INTERVAL_S
                 if moved == self.batch_size:
                     continue  # a full batch: there may be more right now. Otherwise a NOTIFY wakes us.
                 try:

@@ -164,10 +164,6 @@ class L1Keeper:
         """An L1 write was lost: skip L1 here now, and have every replica skip it until it is rebuilt."""
         self.out_of_step = True
 
-    @property
-    def trusted(self) -> bool:
-        return not self.out_of_step
-
     async def _invalidate(self) -> None:
         try:
             await self.redis.delete(layout.READY_KEY)
