@@ -138,14 +138,24 @@ def test_health_and_metrics_on_every_service(system):
 async def test_memory_consolidate_runs_the_ten_stages_on_the_consolidator(system):
     from memento_shared.consolidation import STAGES
 
+    reported: list[tuple[float, float | None, str | None]] = []
+
+    async def on_progress(done: float, total: float | None, message: str | None) -> None:
+        reported.append((done, total, message))
+
     async with mcp_client(system) as client:
         await client.call_tool("remember", {"content": "consolidate me", "topic": "e2e-consolidate", "type": "fact"})
-        result = await client.call_tool("memory_consolidate", {})
+        result = await client.call_tool("memory_consolidate", {}, progress_callback=on_progress)
         assert not result.is_error, result.content[0].text
         body = payload(result)
         assert list(body["stages"]) == list(STAGES) and all(isinstance(v, int) for v in body["stages"].values())
         assert body["stages"]["statistics"] >= 1 and body["duration_ms"] >= 0
         assert result.structured_content["success"] is True
+
+    # the consolidator's last step, relayed by the gateway (a run this small ends before its first reading of the
+    # channel; tests/gateway/test_progress.py shows the steps in between)
+    assert reported[0] == (0, 1, "memory_consolidate started")
+    assert reported[-1] == (10, 10, f"stage 10/10 statistics: {body['stages']['statistics']}")
 
 
 def test_liveness_needs_no_dependency(system):

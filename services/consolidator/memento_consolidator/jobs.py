@@ -15,8 +15,9 @@ from memento_shared.worker import Runtime
 log = logging.getLogger(__name__)
 
 
-async def consolidate(ctx: dict, tenant_id: str, workspace: str) -> dict:
-    return await run_consolidation(ctx["runtime"], tenant_id, workspace, "on_demand")
+async def consolidate(ctx: dict, tenant_id: str, workspace: str, progress_id: str | None = None) -> dict:
+    """progress_id: the caller's memento_shared.progress channel, if it reports progress to an MCP client."""
+    return await run_consolidation(ctx["runtime"], tenant_id, workspace, "on_demand", progress_id=progress_id)
 
 
 async def consolidate_all(ctx: dict) -> dict:

@@ -12,6 +12,7 @@ import asyncpg
 
 from memento_consolidator.pipeline import PIPELINE
 from memento_consolidator.pipeline.context import StageContext
+from memento_shared import progress
 from memento_shared.consolidation import STAGES, ConsolidationBusy, lifecycle, progress_key
 from memento_shared.db.rls import set_principal
 from memento_shared.telemetry.metrics import CONSOLIDATION_ITEMS, CONSOLIDATION_STAGE_SECONDS
@@ -50,7 +51,13 @@ async def tenant_lock(pool: asyncpg.Pool, tenant_id: str, *, wait_s: float | Non
 
 
 async def run_consolidation(
-    rt: Runtime, tenant_id: str, workspace: str, trigger: str, *, wait_s: float | None = None
+    rt: Runtime,
+    tenant_id: str,
+    workspace: str,
+    trigger: str,
+    *,
+    wait_s: float | None = None,
+    progress_id: str | None = None,
 ) -> dict:
     """The result described in memento_shared.consolidation. wait_s: how long to wait for the tenant's lock
     (default CONSOLIDATION_LOCK_TIMEOUT_SECONDS); None for the schedule, which skips a busy tenant."""
@@ -79,6 +86,8 @@ async def run_consolidation(
             stage_ms[name] = round(elapsed * 1000)
             CONSOLIDATION_STAGE_SECONDS.labels(name).observe(elapsed)
             CONSOLIDATION_ITEMS.labels(name).inc(counts[name])
+            message = f"stage {index + 1}/{len(STAGES)} {name}: {counts[name]}"
+            await progress.report(rt.redis, progress_id, index + 1, len(STAGES), message)
         await _progress(rt, tenant_id, workspace, "done", len(STAGES))
         result = {
             "stages": counts,

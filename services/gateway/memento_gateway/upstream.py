@@ -8,7 +8,7 @@ import time
 from dataclasses import replace
 from typing import Any
 
-from memento_shared import jsonio
+from memento_shared import jsonio, progress
 from memento_shared.internal_http import Answer, InternalClient, InternalTimeout, InternalUnreachable
 from memento_shared.principal import HEADER, Principal, encode_principal
 from memento_shared.telemetry.tracing import inject_headers
@@ -26,19 +26,26 @@ class Upstream:
         self.secret = secret
         self.client = InternalClient(base_url, timeout_s=timeout_s, max_connections=200)
 
-    def _headers(self, principal: Principal, session_id: str | None) -> dict[str, str]:
+    def _headers(self, principal: Principal, session_id: str | None, progress_id: str | None) -> dict[str, str]:
         # Signed at the moment of the call: memory-api refuses principals older than a few minutes.
         signed = encode_principal(replace(principal, issued_at=time.time()), self.secret)
         headers = inject_headers({HEADER: signed})
         if session_id:
             headers["X-Memento-Session-Id"] = session_id
+        if progress_id:
+            headers[progress.HEADER] = progress_id
         return headers
 
     async def _post(
-        self, path: str, body: dict[str, Any], principal: Principal, session_id: str | None = None
+        self,
+        path: str,
+        body: dict[str, Any],
+        principal: Principal,
+        session_id: str | None = None,
+        progress_id: str | None = None,
     ) -> Answer:
         try:
-            return await self.client.post_json(path, body, self._headers(principal, session_id))
+            return await self.client.post_json(path, body, self._headers(principal, session_id, progress_id))
         except InternalTimeout:
             log.warning("upstream.timeout", extra={"path": path})
             raise UpstreamUnavailable("RESOURCE_BUSY") from None
@@ -47,10 +54,17 @@ class Upstream:
             raise UpstreamUnavailable("STORAGE_ERROR") from None
 
     async def call_tool(
-        self, name: str, arguments: dict[str, Any] | None, principal: Principal, session_id: str | None
+        self,
+        name: str,
+        arguments: dict[str, Any] | None,
+        principal: Principal,
+        session_id: str | None,
+        progress_id: str | None = None,
     ) -> dict[str, Any]:
+        """progress_id: the memento_shared.progress channel where the work may report its steps."""
         try:
-            response = await self._post(f"/v1/tools/{name}", {"arguments": arguments}, principal, session_id)
+            path = f"/v1/tools/{name}"
+            response = await self._post(path, {"arguments": arguments}, principal, session_id, progress_id)
         except UpstreamUnavailable as exc:
             if str(exc) == "RESOURCE_BUSY":
                 return _error("RESOURCE_BUSY", "memory-api did not answer in time; retry")

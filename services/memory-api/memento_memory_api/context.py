@@ -32,6 +32,7 @@ class ToolContext:
     access: Any = None  # AccessRecorder: access counts, flushed off the request path
     partition_verdicts: Any = None  # recall.vector.PartitionVerdicts: partitions not worth counting again
     l1: Any = None  # recall.l1.L1Keeper: told when an L1 write fails, says whether L1 can be read
+    progress_id: str | None = None  # memento_shared.progress channel the gateway reads, when the client wants progress
 
     def l1_write_failed(self) -> None:
         if self.l1 is not None:

@@ -50,7 +50,7 @@ async def _run(gw: Gateway, message: Message, call: Call) -> dict[str, Any]:
         f"mcp {message.method}", kind=trace.SpanKind.SERVER, attributes={"mcp.method": message.method}
     ):
         try:
-            result = await methods.dispatch(message, call, gw.upstream, gw.sessions)
+            result = await methods.dispatch(message, call, gw)
         except RpcError as exc:
             return error_response(message.id, exc.code, exc.message)
         except Exception as exc:  # a bug here must not become a stack trace for the client

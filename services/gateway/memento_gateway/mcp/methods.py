@@ -4,13 +4,16 @@ memory-api and are forwarded there; the rest (ping, logging) is answered here.""
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memento_gateway.mcp import tools
 from memento_gateway.mcp.call import LOG_LEVELS, Call
 from memento_gateway.mcp.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND, Message, RpcError
 from memento_gateway.mcp.sessions import SessionStore
 from memento_gateway.upstream import Upstream, UpstreamUnavailable
+
+if TYPE_CHECKING:
+    from memento_gateway.gateway import Gateway
 
 SERVER_INFO = {"name": "memento", "title": "Memento memory server", "version": "0.1.0"}
 INSTRUCTIONS = (
@@ -44,18 +47,18 @@ def initialize_result(version: str) -> dict[str, Any]:
     }
 
 
-async def dispatch(message: Message, call: Call, upstream: Upstream, sessions: SessionStore) -> dict[str, Any]:
+async def dispatch(message: Message, call: Call, gw: Gateway) -> dict[str, Any]:
     method, params = message.method, message.params
     if method == "ping":
         return {}
     if method == "tools/list":
         return tools.list_tools(call)
     if method == "tools/call":
-        return await tools.call_tool(upstream, call, message.id, params)
+        return await tools.call_tool(gw.upstream, gw.redis, call, message.id, params)
     if method == "logging/setLevel":
-        return await _set_level(message, call, sessions)
+        return await _set_level(message, call, gw.sessions)
     if method in FORWARDED:
-        return await _forward(message, call, upstream)
+        return await _forward(message, call, gw.upstream)
     raise RpcError(METHOD_NOT_FOUND, f"Method not found: {method}", message.id)
 
 

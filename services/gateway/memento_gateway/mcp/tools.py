@@ -6,10 +6,12 @@ from __future__ import annotations
 from typing import Any
 
 from opentelemetry import trace
+from redis.asyncio import Redis
 
 from memento_gateway.mcp import versions
 from memento_gateway.mcp.call import Call
-from memento_gateway.mcp.jsonrpc import INVALID_PARAMS, RpcError, notification
+from memento_gateway.mcp.jsonrpc import INVALID_PARAMS, RpcError
+from memento_gateway.mcp.progress import ToolProgress
 from memento_gateway.upstream import Upstream
 from memento_shared import jsonio
 from memento_shared.tools.registry import TOOLS, tools_for
@@ -32,7 +34,9 @@ def list_tools(call: Call) -> dict[str, Any]:
     return {"tools": tools}
 
 
-async def call_tool(upstream: Upstream, call: Call, msg_id: Any, params: dict[str, Any]) -> dict[str, Any]:
+async def call_tool(
+    upstream: Upstream, redis: Redis, call: Call, msg_id: Any, params: dict[str, Any]
+) -> dict[str, Any]:
     name = params.get("name")
     arguments = params.get("arguments")
     if not isinstance(name, str) or name not in {spec.name for spec in tools_for(call.session.profiles)}:
@@ -41,11 +45,13 @@ async def call_tool(upstream: Upstream, call: Call, msg_id: Any, params: dict[st
         raise RpcError(INVALID_PARAMS, f"Unknown tool: {name!r} {known} (profiles: {profiles})", msg_id)
     if arguments is not None and not isinstance(arguments, dict):
         raise RpcError(INVALID_PARAMS, "arguments must be an object", msg_id)
-    progress = _progress_token(params)
-    await _progress(call, progress, 0, f"{name} started")
+    progress = ToolProgress(call, params, redis)
+    await progress.start(f"{name} started")
     with tracer.start_as_current_span(f"tools/call {name}", attributes={"mcp.tool": name}):
-        body = await upstream.call_tool(name, arguments, call.principal, call.session.id)
-    await _progress(call, progress, 1, f"{name} finished")
+        body = await progress.around(
+            upstream.call_tool(name, arguments, call.principal, call.session.id, progress_id=progress.id)
+        )
+    await progress.finish(f"{name} finished")
     if "error" in body:
         if body["error"].get("code") in UPSTREAM_FAILURES:
             await call.log("warning", {"tool": name, "error": body["error"]["code"]})
@@ -59,19 +65,3 @@ async def call_tool(upstream: Upstream, call: Call, msg_id: Any, params: dict[st
     if versions.has_structured_output(call.session.protocol_version):
         out["structuredContent"] = result
     return out
-
-
-def _progress_token(params: dict[str, Any]) -> str | int | None:
-    meta = params.get("_meta")
-    token = meta.get("progressToken") if isinstance(meta, dict) else None
-    return token if isinstance(token, str | int) and not isinstance(token, bool) else None
-
-
-async def _progress(call: Call, token: str | int | None, done: int, message: str) -> None:
-    """A start/finish pair: the call is one step, so that is all the progress there is to tell."""
-    if token is None or call.emit is None:
-        return
-    payload: dict[str, Any] = {"progressToken": token, "progress": done, "total": 1}
-    if versions.has_annotations(call.session.protocol_version):  # `message` arrived with 2025-03-26
-        payload["message"] = message
-    await call.emit(notification("notifications/progress", payload))

@@ -17,6 +17,7 @@ from opentelemetry import trace
 from memento_memory_api.context import ToolContext
 from memento_memory_api.tools.registry import HANDLERS
 from memento_memory_api.uow import Scope
+from memento_shared import progress
 from memento_shared.errors import ErrorCode, MementoError
 from memento_shared.jsonio import JSONBody
 from memento_shared.principal import HEADER, Principal, PrincipalError, decode_principal
@@ -81,6 +82,7 @@ async def call_tool(name: str, request: Request) -> JSONResponse:
                 access=state.access,
                 partition_verdicts=state.partition_verdicts,
                 l1=state.l1_keeper,
+                progress_id=progress.valid_id(request.headers.get(progress.HEADER)),
             )
             result = await handler(ctx, args)
             payload = {"result": result}

@@ -40,13 +40,16 @@ async def memory_stats(ctx: ToolContext, args: NoArgs) -> dict[str, Any]:
 
 @handles("memory_consolidate")
 async def memory_consolidate(ctx: ToolContext, args: NoArgs) -> dict[str, Any]:
-    """Runs on the consolidator worker (serialised per tenant there); this call waits for its per-stage counts."""
+    """Runs on the consolidator worker (serialised per tenant there); this call waits for its per-stage counts. The
+    worker reports each finished stage on the call's progress channel (memento_shared.progress), if it has one."""
     if ctx.queue is None:
         raise MementoError(ErrorCode.RESOURCE_BUSY, "the job queue is unavailable; try again")
     job = await ctx.queue.enqueue_job(
         CONSOLIDATE_JOB,
         ctx.scope.tenant_id,
         ctx.scope.workspace,
+        # only when there is one: a consolidator from before progress ids takes no such argument (rolling upgrade)
+        **({"progress_id": ctx.progress_id} if ctx.progress_id else {}),
         _queue_name=queue_key("consolidator"),
         _job_id=f"consolidate:{uuid.uuid4()}",
     )

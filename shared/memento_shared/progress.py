@@ -1,0 +1,56 @@
+"""A long tool call's progress, from whoever does the work to the gateway that tells the MCP client.
+
+The gateway mints a progress id for a tools/call whose client asked for progress (a `progressToken`) and sends it to
+memory-api in `HEADER`; work that knows its steps (the consolidator's ten stages) writes
+{"done": k, "total": n, "message": ...} under `key(id)`; the gateway polls it while the call runs and turns each
+increase into a `notifications/progress`. The id is random (unguessable) and the hash carries no memory content."""
+
+from __future__ import annotations
+
+import logging
+import re
+from typing import Any
+
+log = logging.getLogger(__name__)
+HEADER = "X-Memento-Progress-Id"
+TTL_S = 600
+_ID = re.compile(r"[0-9a-f]{32}")
+
+
+def key(progress_id: str) -> str:
+    return f"memento:progress:{progress_id}"
+
+
+def valid_id(value: str | None) -> str | None:
+    """The header's id when it has the shape the gateway mints (uuid4 hex), else None: nothing else becomes a key."""
+    return value if value is not None and _ID.fullmatch(value) else None
+
+
+async def report(redis: Any, progress_id: str | None, done: int, total: int, message: str) -> None:
+    """Record that `done` of `total` steps are finished. Progress is a courtesy: a Redis failure is only logged."""
+    if progress_id is None:
+        return
+    try:
+        async with redis.pipeline(transaction=False) as pipe:
+            pipe.hset(key(progress_id), mapping={"done": done, "total": total, "message": message})
+            pipe.expire(key(progress_id), TTL_S)
+            await pipe.execute()
+    except Exception:
+        log.debug("progress.unavailable")
+
+
+async def read(redis: Any, progress_id: str) -> tuple[int, int, str] | None:
+    """(done, total, message) as last reported, or None when nothing was (or Redis does not answer)."""
+    try:
+        raw = await redis.hgetall(key(progress_id))
+    except Exception:
+        return None
+    values = {_text(k): _text(v) for k, v in raw.items()}
+    try:
+        return int(values["done"]), int(values["total"]), values.get("message", "")
+    except (KeyError, ValueError):
+        return None
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value

@@ -1,0 +1,85 @@
+"""A long tool call's steps, reported by the worker on its progress channel in Valkey, reach the MCP client as
+increasing notifications/progress while the call runs (the wiring through all services: tests/e2e, memory_consolidate).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from memento_gateway.mcp import progress as relay
+from memento_gateway.mcp.call import Call
+from memento_gateway.mcp.sessions import Session
+from memento_shared import progress
+from memento_shared.principal import Principal
+
+PRINCIPAL = Principal(tenant_id="t", workspaces=("default",), agents=("a",), scopes=("read",), subject="s")
+
+
+def call_with(sent: list[dict], version: str = "2025-06-18") -> Call:
+    async def emit(message: dict) -> None:
+        sent.append(message["params"])
+
+    session = Session("sid", PRINCIPAL, version, ("full",), time.time())
+    return Call(session, PRINCIPAL, emit)
+
+
+async def slow_work(redis, progress_id: str | None, steps: int) -> str:
+    """A worker's steps, each outlasting the gateway's polling interval, one reported twice (a stale reading)."""
+    for done in range(1, steps + 1):
+        await asyncio.sleep(relay.POLL_S * 1.6)
+        await progress.report(redis, progress_id, done, steps, f"step {done}")
+    await progress.report(redis, progress_id, steps - 1, steps, "late, out of order")
+    return "answer"
+
+
+async def test_steps_are_relayed_while_the_call_runs_always_increasing(redis_client):
+    sent: list[dict] = []
+    tracker = relay.ToolProgress(call_with(sent), {"_meta": {"progressToken": "tok"}}, redis_client)
+    assert tracker.id is not None and progress.valid_id(tracker.id) == tracker.id
+
+    await tracker.start("started")
+    assert await tracker.around(slow_work(redis_client, tracker.id, 4)) == "answer"
+    await tracker.finish("finished")
+
+    values = [(p["progress"], p["total"]) for p in sent]
+    assert values[0] == (0, 1) and values[-1] == (4, 4)
+    assert [v for v, _ in values] == sorted({v for v, _ in values}), "strictly increasing, nothing repeated"
+    assert len(values) >= 4, f"steps arrived while the call ran, not only at its end: {sent}"
+    assert all(p["progressToken"] == "tok" for p in sent) and sent[1]["message"].startswith("step ")
+
+
+async def test_no_token_no_channel_and_the_call_runs_as_before(redis_client):
+    sent: list[dict] = []
+    tracker = relay.ToolProgress(call_with(sent), {}, redis_client)
+    assert tracker.id is None
+    await tracker.start("started")
+    assert await tracker.around(slow_work(redis_client, tracker.id, 1)) == "answer"
+    await tracker.finish("finished")
+    assert sent == []
+
+
+async def test_messages_only_for_versions_that_have_them(redis_client):
+    sent: list[dict] = []
+    tracker = relay.ToolProgress(call_with(sent, "2024-11-05"), {"_meta": {"progressToken": 7}}, redis_client)
+    await tracker.start("started")
+    await tracker.finish("finished")
+    assert sent == [{"progressToken": 7, "progress": 0, "total": 1}, {"progressToken": 7, "progress": 1, "total": 1}]
+
+
+async def test_a_cancelled_call_stops_its_work(redis_client):
+    tracker = relay.ToolProgress(call_with([]), {"_meta": {"progressToken": "tok"}}, redis_client)
+    work = asyncio.ensure_future(asyncio.sleep(30))
+    waiting = asyncio.create_task(tracker.around(work))
+    await asyncio.sleep(relay.POLL_S * 2)
+    waiting.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await waiting
+    assert work.cancelled()
+
+
+@pytest.mark.parametrize("value", [None, "", "../x", "A" * 32, "0" * 31, "0" * 33, "memento:l1:ready:2"])
+def test_only_minted_ids_become_keys(value):
+    assert progress.valid_id(value) is None
