@@ -9,7 +9,12 @@ that is linear in creation time, so it can be computed once when the fragment is
 
 from __future__ import annotations
 
+import logging
 from datetime import datetime
+
+from redis.exceptions import RedisError
+
+log = logging.getLogger(__name__)
 
 # ":2" since agent ids are escaped in keys: a store indexed under the old layout is rebuilt once
 READY_KEY = "memento:l1:ready:2"
@@ -39,3 +44,16 @@ async def remove(redis, tenant_id: str, workspace: str, agent_id: str, fragment_
         for keyword in keywords:
             pipe.zrem(key(tenant_id, workspace, agent_id, keyword), fragment_id)
         await pipe.execute()
+
+
+async def invalidate(redis) -> bool:
+    """Drop the ready marker after a write to L1 was lost (Redis failed mid-write, then came back with its data):
+    every memory-api replica then stops reading L1 at once and rebuilds it from Postgres. False when Redis still
+    does not answer; the caller tries again later, since until it succeeds L1 may hold what Postgres no longer
+    does (or lack what it has)."""
+    try:
+        await redis.delete(READY_KEY)
+    except (RedisError, OSError):
+        return False
+    log.info("l1.invalidated_after_failed_write")
+    return True

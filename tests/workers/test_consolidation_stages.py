@@ -3,6 +3,7 @@ idempotent, with a batch size of two so every stage goes through several batches
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import secrets
@@ -24,7 +25,9 @@ from memento_consolidator.pipeline import (
     utility_recompute,
     warm_to_cold,
 )
+from memento_consolidator.pipeline import l1 as l1_cleanup
 from memento_consolidator.pipeline.context import StageContext
+from memento_devtools.embedded import start_valkey
 from memento_embedder import service
 from memento_embedder.handlers import HANDLERS as EMBEDDER_HANDLERS
 from memento_shared import l1
@@ -162,6 +165,37 @@ async def test_stage_3_cold_fragments_past_their_type_threshold_are_deleted(wenv
         assert not await exists(o, fact)
     finally:
         await redis.aclose()
+
+
+async def test_stage_3_with_redis_down_l1_is_marked_for_rebuild_when_redis_is_back(wenv, tenant, tmp_path):
+    """Redis stopped while expired fragments are deleted, back from its append-only file with the ready marker and
+    the deleted ids: the run drops the marker once Redis answers, so memory-api rebuilds L1 from Postgres."""
+    o = wenv.owner
+    gone = await craft(o, tenant, tier="cold", kind="procedure", age_days=31, keywords=("rotate",))
+    password = secrets.token_urlsafe(8)
+    valkey = start_valkey(tmp_path / "valkey", password=password)
+    redis = aioredis.from_url(valkey.url, socket_connect_timeout=0.5, socket_timeout=0.5)
+    try:
+        await redis.set(l1.READY_KEY, "1")
+        await redis.zadd(l1.key(tenant, "default", "default", "rotate"), {gone: 1.0})
+        valkey.stop()
+        ctx = stage_context(wenv, tenant, redis=redis)
+        assert await cold_expiration.run(ctx) == 1 and not await exists(o, gone)
+        assert ctx.l1_out_of_step
+
+        async def back_soon():
+            await asyncio.sleep(1)
+            return await asyncio.to_thread(start_valkey, tmp_path / "valkey", password=password, port=valkey.port)
+
+        restarting = asyncio.create_task(back_soon())
+        await l1_cleanup.settle(ctx, delays=(0.5,) * 40)
+        valkey = await restarting
+        assert not ctx.l1_out_of_step
+        assert not await redis.exists(l1.READY_KEY), "the marker is gone: L1 is rebuilt before it is read again"
+        assert await redis.zscore(l1.key(tenant, "default", "default", "rotate"), gone) == 1.0  # what it rebuilds
+    finally:
+        await redis.aclose()
+        valkey.stop()
 
 
 async def test_stage_4_rarely_used_low_utility_fragments_lose_importance_once_per_interval(wenv, tenant):

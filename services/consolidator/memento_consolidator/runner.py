@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator
 
 import asyncpg
 
-from memento_consolidator.pipeline import PIPELINE
+from memento_consolidator.pipeline import PIPELINE, l1
 from memento_consolidator.pipeline.context import StageContext
 from memento_shared import progress
 from memento_shared.consolidation import STAGES, ConsolidationBusy, lifecycle, progress_key
@@ -88,6 +88,7 @@ async def run_consolidation(
             CONSOLIDATION_ITEMS.labels(name).inc(counts[name])
             message = f"stage {index + 1}/{len(STAGES)} {name}: {counts[name]}"
             await progress.report(rt.redis, progress_id, index + 1, len(STAGES), message)
+        await l1.settle(ctx)
         await _progress(rt, tenant_id, workspace, "done", len(STAGES))
         result = {
             "stages": counts,

@@ -35,6 +35,7 @@ class StageContext:
     writers: int = 2  # batches update_matching writes at once
     contradictions: list[dict] = field(default_factory=list)
     stats: dict[str, Any] = field(default_factory=dict)
+    l1_out_of_step: bool = False  # an L1 removal failed and the ready marker is not dropped yet (pipeline/l1.py)
 
     async def _act(self, conn: asyncpg.Connection) -> None:
         await set_principal(

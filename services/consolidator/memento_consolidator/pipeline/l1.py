@@ -1,14 +1,17 @@
-"""Deleted fragments leave the L1 keyword sets too (memory-api rebuilds L1 from Postgres if Redis loses it, so a
-failure here is logged, never fatal)."""
+"""Deleted fragments leave the L1 keyword sets too. A removal Redis fails is not fatal to the run, but L1 must not
+go on serving ids Postgres no longer has (with its data kept, a restarted Redis would still say L1 is complete): the
+ready marker is dropped so memory-api rebuilds L1 from Postgres, now if Redis answers, else at the end of the run."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
 from memento_consolidator.pipeline.context import StageContext
 from memento_shared import l1
 
 log = logging.getLogger(__name__)
+RETRY_DELAYS_S = (0.5, 1, 2, 4, 8, 15)  # the end-of-run retries: about half a minute for Redis to come back
 
 
 async def forget(ctx: StageContext, rows) -> None:
@@ -19,3 +22,17 @@ async def forget(ctx: StageContext, rows) -> None:
             await l1.remove(ctx.redis, ctx.tenant_id, ctx.workspace, row["agent_id"], row["id"], list(row["keywords"]))
     except Exception as exc:
         log.warning("consolidation.l1_cleanup_failed", extra={"error_type": type(exc).__name__})
+        if not ctx.l1_out_of_step:
+            ctx.l1_out_of_step = not await l1.invalidate(ctx.redis)
+
+
+async def settle(ctx: StageContext, delays: tuple[float, ...] = RETRY_DELAYS_S) -> None:
+    """At the end of a run: drop the ready marker a removal could not be followed by, retrying a while."""
+    if not ctx.l1_out_of_step:
+        return
+    for delay in delays:
+        await asyncio.sleep(delay)
+        if await l1.invalidate(ctx.redis):
+            ctx.l1_out_of_step = False
+            return
+    log.error("consolidation.l1_out_of_step", extra={"tenant_id": ctx.tenant_id, "workspace": ctx.workspace})

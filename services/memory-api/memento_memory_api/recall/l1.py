@@ -165,12 +165,8 @@ class L1Keeper:
         self.out_of_step = True
 
     async def _invalidate(self) -> None:
-        try:
-            await self.redis.delete(layout.READY_KEY)
-        except (RedisError, OSError):
-            return  # still unreachable: L1 stays skipped here, and the next pass tries again
-        self.out_of_step = False
-        log.info("l1.invalidated_after_failed_write")
+        # still unreachable: L1 stays skipped here, and the next pass tries again
+        self.out_of_step = not await layout.invalidate(self.redis)
 
     async def start(self, first_pass_timeout: float = 2.0) -> None:
         """Start checking; wait briefly for the first pass so a small store serves L1 from the first request."""
