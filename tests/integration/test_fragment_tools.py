@@ -80,6 +80,26 @@ async def test_link_creates_typed_edge_and_refuses_duplicates(memory_api, tenant
     assert bad["error"]["field"] == "relationType"
 
 
+async def test_two_agents_link_the_same_shared_fragments_each_their_own_edge(memory_api, tenant, owner_pool):
+    """Edges belong to the agent that made them: bob linking what alice already linked is no conflict (her edge
+    is invisible to him; a conflict would say it exists), and an admin's graph shows the pair once."""
+    a = await remember(memory_api, tenant, "disk full on db-1")
+    b = await remember(memory_api, tenant, "rotate postgres logs daily")
+    pair = {"fromId": b, "toId": a, "relationType": "resolved_by"}
+    for agent in ("alice", "bob"):
+        made = await memory_api.call("link", pair, tenant=tenant, agents=(agent,))
+        assert made["result"]["success"] is True, (agent, made)
+        again = await memory_api.call("link", pair, tenant=tenant, agents=(agent,))
+        assert again["error"]["code"] == "CONFLICT", agent
+    owners = await owner_pool.fetch(
+        "SELECT agent_id FROM agent_memory.fragment_links WHERE from_id = $1 AND to_id = $2 ORDER BY 1", b, a
+    )
+    assert [r["agent_id"] for r in owners] == ["alice", "bob"]
+    graph = await memory_api.call("graph_explore", {"startId": a, "agentId": "admin"}, tenant=tenant)
+    edges = [(e["fromId"], e["toId"]) for e in graph["result"]["edges"]]
+    assert edges == [(b, a)]
+
+
 # --- amend ----------------------------------------------------------------------------------------------------
 async def test_amend_archives_rederives_and_reembeds(memory_api, tenant, owner_pool, redis_client):
     a = await remember(memory_api, tenant, "deploy window is Friday", keywords=["deploy", "friday"], topic="ops")

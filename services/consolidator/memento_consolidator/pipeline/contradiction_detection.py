@@ -20,10 +20,12 @@ REPORT_LIMIT = 1000
 NEIGHBOURS = 10  # nearest in the namespace, before the topic filter
 _PROFILE = re.compile(r"^[a-z0-9_]+$")
 
+# one pair once, though several agents may each have linked it (edges are per agent)
 LINKED_SQL = (
-    "SELECT l.from_id, l.to_id, f.topic FROM agent_memory.fragment_links l"
-    " JOIN agent_memory.fragments f ON f.id = l.from_id"
-    " WHERE l.tenant_id = $1 AND l.workspace = $2 AND l.relation_type = 'contradicts' ORDER BY l.id LIMIT $3"
+    "SELECT l.from_id, l.to_id, f.topic FROM (SELECT DISTINCT ON (from_id, to_id) id, from_id, to_id"
+    "  FROM agent_memory.fragment_links WHERE tenant_id = $1 AND workspace = $2 AND relation_type = 'contradicts'"
+    "  ORDER BY from_id, to_id, id) l"
+    " JOIN agent_memory.fragments f ON f.id = l.from_id ORDER BY l.id LIMIT $3"
 )
 RECENT_SQL = (
     "SELECT id FROM agent_memory.fragments WHERE tenant_id = $1 AND workspace = $2"

@@ -60,12 +60,13 @@ LOCK_PAIRS = (
 )
 REPOINT_LINKS = (
     "INSERT INTO agent_memory.fragment_links (tenant_id, workspace, agent_id, from_id, to_id, relation_type,"
-    " created_at) SELECT DISTINCT ON (new_from, new_to) tenant_id, workspace, agent_id, new_from, new_to,"
+    " created_at) SELECT DISTINCT ON (new_from, new_to, agent_id) tenant_id, workspace, agent_id, new_from, new_to,"
     " relation_type, created_at FROM (SELECT l.*, coalesce(f.survivor, l.from_id) AS new_from,"
     f"  coalesce(t.survivor, l.to_id) AS new_to FROM agent_memory.fragment_links l LEFT JOIN {PAIRS} f"
     f"  ON f.victim = l.from_id LEFT JOIN {PAIRS} t ON t.victim = l.to_id"
     "  WHERE l.from_id = ANY($2) OR l.to_id = ANY($2)) moved"
-    " WHERE new_from <> new_to ORDER BY new_from, new_to, created_at ON CONFLICT (from_id, to_id) DO NOTHING"
+    " WHERE new_from <> new_to ORDER BY new_from, new_to, agent_id, created_at"
+    " ON CONFLICT (from_id, to_id, agent_id) DO NOTHING"
 )
 # one scan of the workspace per batch for the rows that name a duplicate
 REPOINT_REFERENCES = (

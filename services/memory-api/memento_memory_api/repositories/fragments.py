@@ -63,7 +63,7 @@ WITH visible AS (SELECT id FROM agent_memory.fragments WHERE id = ANY(ARRAY[$4, 
 inserted AS (
     INSERT INTO agent_memory.fragment_links (tenant_id, workspace, agent_id, from_id, to_id, relation_type)
     SELECT $1, $2, $3, $4, $5, $6 WHERE (SELECT count(*) FROM visible) = 2
-    ON CONFLICT (from_id, to_id) DO NOTHING RETURNING from_id, to_id),
+    ON CONFLICT (from_id, to_id, agent_id) DO NOTHING RETURNING from_id, to_id),
 adjacency AS (
     UPDATE agent_memory.fragments f SET linked_to = array_append(f.linked_to, i.to_id) FROM inserted i
     WHERE f.id = i.from_id AND NOT (i.to_id = ANY(f.linked_to)) RETURNING 1)
@@ -308,8 +308,11 @@ async def update(conn: asyncpg.Connection, fragment_id: str, changes: dict[str, 
 
 async def edges(conn: asyncpg.Connection, fragment_id: str, relations: list[str]) -> list[asyncpg.Record]:
     return await conn.fetch(
-        "SELECT from_id, to_id, relation_type FROM agent_memory.fragment_links"
-        " WHERE (from_id = $1 OR to_id = $1) AND relation_type = ANY($2::text[]) ORDER BY created_at, id",
+        # one edge per pair and relation: two agents may each have made it (an admin sees both rows)
+        "SELECT from_id, to_id, relation_type FROM (SELECT DISTINCT ON (from_id, to_id, relation_type) from_id,"
+        " to_id, relation_type, created_at, id FROM agent_memory.fragment_links"
+        " WHERE (from_id = $1 OR to_id = $1) AND relation_type = ANY($2::text[])"
+        " ORDER BY from_id, to_id, relation_type, created_at, id) e ORDER BY created_at, id",
         fragment_id,
         relations,
     )
