@@ -6,6 +6,55 @@ alone (one session may write in several workspaces); readers filter entries by w
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
 
 def key(tenant_id: str, session_id: str) -> str:
     return f"memento:wm:{{{tenant_id}}}:{session_id}"
+
+
+MAX_ENTRIES = 500  # per session; the oldest go first
+
+# KEYS: the list. ARGV: the entry (JSON), its workspace, agent and content hash, max entries, ttl (s). Returns the id
+# of the entry with that content already in the namespace, or of the one appended: one script, so two concurrent
+# writes of the same content store it once.
+_APPEND = """
+for _, raw in ipairs(redis.call('LRANGE', KEYS[1], 0, -1)) do
+  local ok, e = pcall(cjson.decode, raw)
+  if ok and e.workspace == ARGV[2] and e.agent_id == ARGV[3] and e.content_hash == ARGV[4] then
+    redis.call('EXPIRE', KEYS[1], ARGV[6])
+    return e.id
+  end
+end
+redis.call('RPUSH', KEYS[1], ARGV[1])
+redis.call('LTRIM', KEYS[1], -tonumber(ARGV[5]), -1)
+redis.call('EXPIRE', KEYS[1], ARGV[6])
+return cjson.decode(ARGV[1]).id
+"""
+
+
+async def append(redis: Any, list_key: str, entry: dict[str, Any], ttl_s: int) -> str:
+    """Store `entry` unless its content is already there for its workspace and agent; the id that holds it."""
+    found = await redis.eval(
+        _APPEND,
+        1,
+        list_key,
+        json.dumps(entry),
+        entry["workspace"],
+        entry["agent_id"],
+        entry["content_hash"],
+        MAX_ENTRIES,
+        ttl_s,
+    )
+    return found.decode() if isinstance(found, bytes) else found
+
+
+async def entries(redis: Any, list_key: str) -> list[dict[str, Any]]:
+    """Every entry of a session's list, oldest first (all workspaces and agents: filter with `visible`)."""
+    return [json.loads(raw) for raw in await redis.lrange(list_key, 0, -1)]
+
+
+def visible(entry: dict[str, Any], workspace: str, agents: list[str] | None) -> bool:
+    """The entry belongs to the caller's workspace and to an agent namespace it reads (None: all of them)."""
+    return entry.get("workspace") == workspace and (agents is None or entry.get("agent_id") in agents)

@@ -186,6 +186,36 @@ async def test_session_scope_goes_to_working_memory_not_postgres(memory_api, ten
     assert no_session["error"]["field"] == "scope"
 
 
+async def test_session_scope_stores_content_once_and_links_what_the_caller_can_see(memory_api, tenant, owner_pool):
+    def in_session(content: str, **extra):
+        args = {"content": content, "topic": "task", "type": "fact", "scope": "session", **extra}
+        return memory_api.call("remember", args, tenant=tenant, session_id="s-2")
+
+    stored = (await memory_api.call("remember", {"content": "parser.py owns tokens", "topic": "t", "type": "fact"},
+                                    tenant=tenant))["result"]["id"]  # fmt: skip
+    first = (await in_session("editing the parser"))["result"]
+    assert first["created"] is True
+    again = (await in_session("editing  the parser"))["result"]  # content_hash keeps whitespace: other content
+    same = (await in_session("editing the parser"))["result"]
+    assert same == {**first, "created": False}, "the same content in one session is stored once"
+    assert again["created"] is True and again["id"] != first["id"]
+
+    linked = (await in_session("tests for the parser next", linkedTo=[stored, first["id"]]))["result"]
+    assert linked["created"] is True
+    missing = await in_session("this links nowhere", linkedTo=[stored, "frag-0000000000000000"])
+    assert missing["error"]["code"] == "MEMORY_NOT_FOUND" and "linkedTo" in missing["error"]["message"]
+    theirs = await memory_api.call("remember", {"content": "x", "topic": "t", "type": "fact"}, tenant=tenant + "-b")
+    invisible = await in_session("this links across tenants", linkedTo=[theirs["result"]["id"]])
+    assert invisible["error"]["code"] == "MEMORY_NOT_FOUND"
+
+    context = (await memory_api.call("context", {"sessionId": "s-2"}, tenant=tenant))["result"]["workingMemory"]
+    assert [(w["content"], w["linked_to"]) for w in context] == [
+        ("tests for the parser next", [stored, first["id"]]),
+        ("editing  the parser", []),
+        ("editing the parser", []),
+    ], "nothing was written by the refused calls"
+
+
 async def test_recall_counts_accesses_off_the_request_path(memory_api, tenant, owner_pool):
     stored = await memory_api.call(
         "remember", {"content": "counted", "topic": "t", "type": "fact", "keywords": ["counted"]}, tenant=tenant

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import time
 from datetime import UTC, datetime
 from typing import Any
@@ -86,29 +85,48 @@ async def store_fragment(
 async def remember(ctx: ToolContext, args: RememberArgs) -> dict[str, Any]:
     fragment = build_fragment(args, ctx)
     if args.scope == "session":
-        return await _remember_in_session(ctx, fragment)
+        return await _remember_in_session(ctx, fragment, args.linkedTo or [])
     async with ctx.uow(ctx.scope) as uow:
         fragment_id, created = await store_fragment(ctx, uow, fragment, args.linkedTo)
     return {"success": True, "id": fragment_id, "created": created}
 
 
-async def _remember_in_session(ctx: ToolContext, fragment: dict[str, Any]) -> dict[str, Any]:
+async def _remember_in_session(ctx: ToolContext, fragment: dict[str, Any], linked_to: list[str]) -> dict[str, Any]:
     """Working memory (§5.2 scope "session"): a Redis list that expires with the MCP session (the gateway slides its
-    expiry with the session's and deletes it when the session ends: memento_shared.working_memory)."""
+    expiry with the session's and deletes it when the session ends: memento_shared.working_memory). Like a durable
+    write, the same content in one namespace is stored once (`created: false` and the first one's id), and linkedTo
+    must name fragments the caller can see, stored or in this session's working memory."""
     if not ctx.scope.session_id:
         raise invalid("scope", "'session' needs an MCP session (the gateway supplies it)")
     if ctx.redis is None:
         raise MementoError(ErrorCode.STORAGE_ERROR, "working memory needs Redis, which is unavailable")
     key = working_memory.key(ctx.scope.tenant_id, ctx.scope.session_id)
-    fragment = {k: v for k, v in fragment.items() if k != "tenant_id"}
-    fragment["created_at"] = time.time()
-    async with ctx.redis.pipeline(transaction=True) as pipe:
-        pipe.rpush(key, json.dumps(fragment))
-        pipe.ltrim(key, -500, -1)
-        pipe.expire(key, ctx.settings.session_ttl_minutes * 60)
-        await pipe.execute()
+    linked_to = list(dict.fromkeys(linked_to))
+    if linked_to:
+        await _check_session_links(ctx, key, linked_to)
+    entry = {k: v for k, v in fragment.items() if k != "tenant_id"} | {
+        "linked_to": linked_to,
+        "created_at": time.time(),
+    }
+    ttl_s = ctx.settings.session_ttl_minutes * 60
+    stored_id = await working_memory.append(ctx.redis, key, entry, ttl_s)
     # the session id is returned so the agent can pass it to `context` later
-    return {"success": True, "id": fragment["id"], "created": True, "sessionId": ctx.scope.session_id}
+    return {"success": True, "id": stored_id, "created": stored_id == entry["id"], "sessionId": ctx.scope.session_id}
+
+
+async def _check_session_links(ctx: ToolContext, key: str, targets: list[str]) -> None:
+    in_session = {
+        entry["id"]
+        for entry in await working_memory.entries(ctx.redis, key)
+        if working_memory.visible(entry, ctx.scope.workspace, ctx.visible_agents())
+    }
+    stored = [t for t in targets if t not in in_session]
+    if stored:
+        async with ctx.uow(ctx.scope) as uow:
+            found = {r["id"] for r in await repo.fetch_by_ids(uow.conn, stored, None, None)}
+        for target in stored:
+            if target not in found:
+                raise not_found(f"linkedTo fragment {target!r}")
 
 
 @handles("recall")

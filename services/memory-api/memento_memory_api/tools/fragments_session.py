@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from redis.exceptions import RedisError
@@ -65,6 +64,9 @@ async def reflect(ctx: ToolContext, args: ReflectArgs) -> dict[str, Any]:
     }
 
 
+WORKING_FIELDS = ("id", "content", "topic", "type", "keywords", "importance")
+
+
 @handles("context")
 async def context(ctx: ToolContext, args: ContextArgs) -> dict[str, Any]:
     used = 0
@@ -79,20 +81,17 @@ async def context(ctx: ToolContext, args: ContextArgs) -> dict[str, Any]:
     session_id = args.sessionId or ctx.scope.session_id
     if session_id and ctx.redis is not None:
         try:
-            raw = await ctx.redis.lrange(working_memory.key(ctx.scope.tenant_id, session_id), 0, -1)
+            entries = await working_memory.entries(ctx.redis, working_memory.key(ctx.scope.tenant_id, session_id))
         except (RedisError, OSError):
-            raw = []  # §9.1: working memory is unavailable without Redis; core memory still answers
-        visible = set(ctx.visible_agents() or [])
-        for item in reversed(raw):  # newest first, as long as the budget lasts
-            fragment = json.loads(item)
-            if fragment.get("workspace") != ctx.scope.workspace:
-                continue  # the session's list holds every workspace it wrote in
-            if visible and fragment.get("agent_id") not in visible:
-                continue
+            entries = []  # §9.1: working memory is unavailable without Redis; core memory still answers
+        agents = ctx.visible_agents()
+        for fragment in reversed(entries):  # newest first, as long as the budget lasts
+            if not working_memory.visible(fragment, ctx.scope.workspace, agents):
+                continue  # the session's list holds every workspace (and agent) it wrote in
             if used + fragment["estimated_tokens"] > args.tokenBudget:
                 continue
             used += fragment["estimated_tokens"]
-            working.append({k: fragment[k] for k in ("id", "content", "topic", "type", "keywords", "importance")})
+            working.append({k: fragment[k] for k in WORKING_FIELDS} | {"linked_to": fragment.get("linked_to", [])})
     return {"coreMemory": core, "workingMemory": working, "totalTokens": used, "tokenBudget": args.tokenBudget}
 
 
