@@ -141,15 +141,37 @@ async def write_dead_letter(rt: Runtime, envelope: dict, error: str, attempts: i
         await dead_letters.insert(conn, rt.name, envelope, error, attempts)
 
 
+def _pending_key(job_id: str) -> str:
+    return f"memento:dead-letter-pending:{job_id}"
+
+
 async def _give_up(ctx: dict, envelope: dict, error: str, attempts: int) -> None:
     rt: Runtime = ctx["runtime"]
     try:
         await write_dead_letter(rt, envelope, error, attempts)
-    except Exception as exc:  # Postgres away: keep the job (and its error) until the row can be written
+    except Exception as exc:  # Postgres away: keep the job, and its error for the try that writes the row
         log.warning("event.dead_letter_failed", extra={"event_type": envelope.get("event_type")})
+        with contextlib.suppress(Exception):
+            pending = json.dumps({"error": error, "attempts": attempts})
+            await rt.redis.set(_pending_key(ctx["job_id"]), pending, ex=int(rt.settings.worker_job_expiry_s))
         raise Retry(defer=ctx["backoff_max"]) from exc
+    with contextlib.suppress(Exception):
+        await rt.redis.delete(_pending_key(ctx["job_id"]))
     DEAD_LETTERS.labels(rt.name, envelope.get("event_type", "unknown")).inc()
     log.error("event.dead_lettered", extra={"event_type": envelope.get("event_type"), "attempts": attempts})
+
+
+async def _out_of_tries(ctx: dict, envelope: dict, max_tries: int) -> None:
+    """A job back after its last try: its error when that try failed but could not write the dead letter (Postgres
+    away), else every try died with its worker (killed, lease lost) before reaching an error."""
+    rt: Runtime = ctx["runtime"]
+    error, attempts = f"no try finished: {max_tries} tries were lost with their worker", max_tries
+    with contextlib.suppress(Exception):
+        raw = await rt.redis.get(_pending_key(ctx["job_id"]))
+        if raw is not None:
+            pending = json.loads(raw)
+            error, attempts = str(pending["error"]), int(pending["attempts"])
+    await _give_up(ctx, envelope, error, attempts)
 
 
 async def handle_event(ctx: dict, envelope: dict) -> None:
@@ -162,8 +184,8 @@ async def handle_event(ctx: dict, envelope: dict) -> None:
         log.debug("event.unhandled", extra={"event_type": event_type, "worker": rt.name})
         return
     job_try, max_tries = ctx.get("job_try", 1), ctx["max_tries"]
-    if job_try > max_tries:  # every try died with its worker (killed, lease lost) before reaching an error
-        await _give_up(ctx, envelope, f"no try finished: {max_tries} tries were lost with their worker", max_tries)
+    if job_try > max_tries:
+        await _out_of_tries(ctx, envelope, max_tries)
         return
     token = otel_context.attach(extract_context(envelope.get("traceparent")))
     started = time.perf_counter()

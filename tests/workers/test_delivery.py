@@ -121,6 +121,38 @@ async def test_a_job_whose_tries_all_died_with_their_worker_is_dead_lettered(wen
     assert ran == []
 
 
+async def test_the_last_tries_error_is_kept_when_postgres_refuses_the_dead_letter_at_first(wenv, tenant):
+    """The last try fails and the dead letter cannot be written (here: INSERT revoked, as Postgres being away would
+    refuse it); the job comes back out of tries, and the row written then carries the real error, not 'no try
+    finished'."""
+    settings = wenv.settings(WORKER_MAX_TRIES="2", WORKER_BACKOFF_BASE_SECONDS="0.05", WORKER_BACKOFF_MAX_SECONDS="0.5")
+    calls: list[str] = []
+
+    async def failing(event: dict, rt) -> None:
+        calls.append(event["event_id"])
+        if len(calls) == 2:  # the last try: refuse its dead letter until the next pass
+            await wenv.owner.execute("REVOKE INSERT ON agent_memory.dead_letters FROM memento_app")
+        raise RuntimeError("scorer exploded")
+
+    try:
+        async with hosted_worker("evaluator", {"fragment.stored": failing}, settings), running_relay(settings):
+            await store_fragments(wenv.app, tenant, ["a fact the evaluator cannot score"])
+            await eventually(lambda: truthy(len(calls) == 2), 20, "the last try")
+            await asyncio.sleep(0.3)  # the refused write happens, the job goes back to the queue
+            await wenv.owner.execute("GRANT INSERT ON agent_memory.dead_letters TO memento_app")
+            row = await eventually(
+                lambda: wenv.owner.fetchrow(
+                    "SELECT error, attempts FROM agent_memory.dead_letters WHERE tenant_id = $1", tenant
+                ),
+                20,
+                "the dead letter, once Postgres takes it",
+            )
+    finally:
+        await wenv.owner.execute("GRANT INSERT ON agent_memory.dead_letters TO memento_app")
+    assert (row["error"], row["attempts"]) == ("RuntimeError: scorer exploded", 2)
+    assert len(calls) == 2, "the handler is not run again once out of tries"
+
+
 async def test_relay_polls_when_it_cannot_listen(wenv, tenant):
     settings = wenv.settings(OUTBOX_POLL_INTERVAL_SECONDS="0.2")
     bad_dsn = settings.database_url.replace("memento_app:", "memento_app:wrong-", 1)
