@@ -29,11 +29,26 @@ def key(tenant_id: str, workspace: str, agent_id: str, keyword: str) -> str:
     return f"memento:l1:{{{tenant_id}}}:{workspace}:{agent}:{keyword}"
 
 
-def score(
-    importance: float, created_at: datetime, importance_weight: float = 0.6, recency_weight: float = 0.4
-) -> float:
-    """importance_weight * importance + recency_weight * (months since 1970): newer and more important first."""
-    return importance_weight * float(importance) + recency_weight * created_at.timestamp() / (30 * 86400)
+Weights = tuple[float, float]  # MEMORY_CONFIG.ranking's importanceWeight, recencyWeight
+DEFAULT_WEIGHTS: Weights = (0.6, 0.4)
+
+
+def weights(memory_config: dict) -> Weights:
+    ranking = memory_config.get("ranking", {})
+    return (
+        float(ranking.get("importanceWeight", DEFAULT_WEIGHTS[0])),
+        float(ranking.get("recencyWeight", DEFAULT_WEIGHTS[1])),
+    )
+
+
+def ready_value(w: Weights) -> str:
+    """What the ready marker holds: the weights the scores were computed with (a change rebuilds, see memory-api)."""
+    return f"{w[0]!r}:{w[1]!r}"
+
+
+def score(importance: float, created_at: datetime, w: Weights = DEFAULT_WEIGHTS) -> float:
+    """importanceWeight * importance + recencyWeight * (months since 1970): newer and more important first."""
+    return w[0] * float(importance) + w[1] * created_at.timestamp() / (30 * 86400)
 
 
 async def remove(redis, tenant_id: str, workspace: str, agent_id: str, fragment_id: str, keywords: list[str]) -> None:

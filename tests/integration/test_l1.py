@@ -4,19 +4,10 @@ a way to read across agents."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import secrets
-from collections.abc import AsyncIterator
-from dataclasses import dataclass
-from typing import Any
 
-import httpx
-
-from memento_devtools.embedded import start_valkey
-from memento_memory_api.app import create_app
 from memento_memory_api.recall.l1 import ensure_ready
 from memento_shared import l1 as layout
-from memento_shared.principal import HEADER, SCOPES, Principal, encode_principal
+from tests.fixtures.own_redis import own_redis
 
 
 async def test_flushed_redis_is_rebuilt_from_postgres(memory_api, tenant, redis_client, app_pool):
@@ -88,41 +79,6 @@ async def test_an_agent_id_with_a_colon_has_keyword_sets_of_its_own(memory_api, 
     found = await memory_api.call("recall", {"keywords": ["c"], "agentId": "a:b"}, tenant=tenant)
     assert [f["id"] for f in found["result"]["fragments"]] == [mine["result"]["id"]]
     assert layout.key(tenant, "default", "a", "b:c") != layout.key(tenant, "default", "a:b", "c")
-
-
-@dataclass
-class OwnRedis:
-    """memory-api on a Valkey of its own, which a test may stop and restart."""
-
-    valkey: Any
-    password: str
-    app: Any
-    client: httpx.AsyncClient
-    headers: dict[str, str]
-
-    async def call(self, tool: str, arguments: dict) -> dict:
-        answer = await self.client.post(f"/v1/tools/{tool}", json={"arguments": arguments}, headers=self.headers)
-        return answer.json()
-
-    def restart(self, data_dir) -> None:
-        self.valkey = start_valkey(data_dir, password=self.password, port=self.valkey.port)
-
-
-@contextlib.asynccontextmanager
-async def own_redis(servers, data_dir) -> AsyncIterator[OwnRedis]:
-    password = secrets.token_urlsafe(8)
-    valkey = start_valkey(data_dir, password=password)
-    app = create_app(servers.settings(REDIS_URL=valkey.url))
-    principal = Principal(tenant_id="t-" + secrets.token_hex(4), scopes=SCOPES)
-    headers = {HEADER: encode_principal(principal, "test-internal-secret")}
-    own = None
-    try:
-        async with app.router.lifespan_context(app):
-            async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://m") as client:
-                own = OwnRedis(valkey, password, app, client, headers)
-                yield own
-    finally:
-        (own.valkey if own else valkey).stop()
 
 
 async def test_recall_and_remember_work_with_redis_stopped(servers, tmp_path):

@@ -21,6 +21,7 @@ from memento_memory_api.routes import health, keys
 from memento_memory_api.routes import tools as tool_routes
 from memento_memory_api.uow import UnitOfWorkFactory
 from memento_shared import background
+from memento_shared import l1 as l1_layout
 from memento_shared.consolidation import utility_half_life_days
 from memento_shared.db.pool import assert_not_privileged, create_pool
 from memento_shared.events import PROFILE_CHANNEL
@@ -125,7 +126,7 @@ def create_app(settings: Settings) -> FastAPI:
         state.access.start()
         state.relay = Relay(state.pool, state.queue, settings.database_url, settings=settings)
         state.relay.start()
-        state.l1_keeper = L1Keeper(state.l1_redis, state.pool)
+        state.l1_keeper = L1Keeper(state.l1_redis, state.pool, weights=l1_layout.weights(settings.memory_config))
         await state.l1_keeper.start()
         log.info("memory_api.started", extra={"profile": state.profile.id})
         try:

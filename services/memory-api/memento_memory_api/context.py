@@ -9,6 +9,7 @@ from redis.asyncio import Redis
 
 from memento_memory_api.embedding_client import EmbeddingClient
 from memento_memory_api.uow import Scope, UnitOfWorkFactory
+from memento_shared import l1 as l1_layout
 from memento_shared.principal import Principal
 from memento_shared.settings import Settings
 
@@ -37,6 +38,9 @@ class ToolContext:
     def l1_write_failed(self) -> None:
         if self.l1 is not None:
             self.l1.write_failed()
+
+    def l1_weights(self) -> l1_layout.Weights:
+        return l1_layout.weights(self.settings.memory_config)
 
     def l1_trusted(self) -> bool:
         return self.l1 is None or not self.l1.out_of_step

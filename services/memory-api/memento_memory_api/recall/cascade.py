@@ -125,7 +125,8 @@ async def _recall_in(
             rows[row["id"]] = row
             tiers.setdefault(row["id"], "L2")
 
-    order = _order(ctx, rows, ranked_lists, bool(args.text))
+    composite = not args.text and await _store_is_large(ctx, conn, agents)
+    order = _order(ctx, rows, ranked_lists, bool(args.text), composite)
     chosen, used = _within_budget(order, rows, args.tokenBudget)
     linked_rows: list[Any] = []
     if args.includeLinks and chosen:
@@ -156,25 +157,42 @@ async def _fetch_missing(conn: Any, args: RecallArgs, ids: list[str], rows: dict
             tiers.setdefault(row["id"], "L3")
 
 
-def _order(ctx: ToolContext, rows: dict[str, Any], ranked_lists: list[list[str]], by_relevance: bool) -> list[str]:
+async def _store_is_large(ctx: ToolContext, conn: Any, agents: list[str] | None) -> bool:
+    """Seed 000 §4.4: composite ranking applies once the caller's store holds more than activationThreshold
+    fragments; a smaller one answers newest first. The verdict is kept a while (PartitionVerdicts), so a keyword
+    recall on a large store does not count anything."""
+    threshold = int(ctx.settings.memory_config["ranking"].get("activationThreshold", 100))
+    scope = ctx.scope
+    key = ("ranking", scope.tenant_id, scope.workspace, tuple(agents) if agents is not None else None, threshold)
+    known = ctx.partition_verdicts.get(key) if ctx.partition_verdicts is not None else None
+    if known is not None:
+        return known
+    large = await repo.count_up_to(conn, scope, agents, threshold + 1) > threshold
+    if ctx.partition_verdicts is not None:
+        ctx.partition_verdicts.put(key, large)
+    return large
+
+
+def _order(
+    ctx: ToolContext, rows: dict[str, Any], ranked_lists: list[list[str]], by_relevance: bool, composite: bool
+) -> list[str]:
+    """Text: by relevance (vector and lexical lists fused by RRF). Otherwise §4.4: newest first in a small store,
+    composite rank (MEMORY_CONFIG.ranking's weights) in a large one."""
     ids = list(rows)
     if by_relevance and ranked_lists:
         fused = [i for i, _ in rrf([[i for i in r if i in rows] for r in ranked_lists])]
         return fused + [i for i in ids if i not in set(fused)]
-    ranking = ctx.settings.memory_config["ranking"]
-    if len(rows) <= ranking.get("activationThreshold", 100) and not ranked_lists:
+    if not composite:
         return sorted(ids, key=lambda i: rows[i]["created_at"], reverse=True)
+    ranking = ctx.settings.memory_config["ranking"]
     now = datetime.now(UTC)
 
-    def composite(i: str) -> float:
+    def rank(i: str) -> float:
         age_days = (now - rows[i]["created_at"]).total_seconds() / 86400
         recency = 1.0 / (1.0 + age_days / 30)
         return ranking["importanceWeight"] * rows[i]["importance"] + ranking["recencyWeight"] * recency
 
-    if ranked_lists:  # keyword matches: L1/L2 hits first, composite rank within
-        first = {i for r in ranked_lists for i in r}
-        return sorted(ids, key=lambda i: (i not in first, -composite(i)))
-    return sorted(ids, key=lambda i: -composite(i))
+    return sorted(ids, key=lambda i: -rank(i))
 
 
 def _within_budget(order: list[str], rows: dict[str, Any], budget: int) -> tuple[list[str], int]:

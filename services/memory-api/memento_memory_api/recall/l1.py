@@ -106,8 +106,9 @@ async def lookup(
     return ids
 
 
-async def ensure_ready(redis: Redis | None, pool: asyncpg.Pool) -> bool:
-    """Rebuild L1 from Postgres unless the ready marker is there; one rebuild at a time across replicas."""
+async def ensure_ready(redis: Redis | None, pool: asyncpg.Pool, w: layout.Weights = layout.DEFAULT_WEIGHTS) -> bool:
+    """Rebuild L1 from Postgres (scored with weights `w`) unless the ready marker is there; one rebuild at a time
+    across replicas."""
     if redis is None:
         return False
     try:
@@ -118,8 +119,8 @@ async def ensure_ready(redis: Redis | None, pool: asyncpg.Pool) -> bool:
     except (RedisError, OSError):
         return False
     try:
-        await _rebuild(redis, pool)
-        await redis.set(layout.READY_KEY, "1")
+        await _rebuild(redis, pool, w)
+        await redis.set(layout.READY_KEY, layout.ready_value(w))
         log.info("l1.rebuilt")
         return True
     except Exception as exc:
@@ -132,7 +133,7 @@ async def ensure_ready(redis: Redis | None, pool: asyncpg.Pool) -> bool:
             pass
 
 
-async def _rebuild(redis: Redis, pool: asyncpg.Pool) -> None:
+async def _rebuild(redis: Redis, pool: asyncpg.Pool, w: layout.Weights) -> None:
     """One sequential pass over fragments under one snapshot, through a cursor. Paging by id instead read the heap in
     id order, which for random ids is random order: at a million fragments it was bound by Postgres's reads, not
     by Redis. Every row of the snapshot is visited however updates move it; writes committed after it index
@@ -143,7 +144,7 @@ async def _rebuild(redis: Redis, pool: asyncpg.Pool) -> None:
         async for rows in fetch_batches(conn, sql, size=REBUILD_BATCH):
             async with redis.pipeline(transaction=False) as pipe:
                 for row in rows:
-                    score = layout.score(row["importance"], row["created_at"])
+                    score = layout.score(row["importance"], row["created_at"], w)
                     for keyword in row["keywords"]:
                         key = layout.key(row["tenant_id"], row["workspace"], row["agent_id"], keyword)
                         pipe.zadd(key, {row["id"]: score})
@@ -151,12 +152,22 @@ async def _rebuild(redis: Redis, pool: asyncpg.Pool) -> None:
 
 
 class L1Keeper:
-    """Checks the ready marker now and then and rebuilds when Redis came back empty, or when a write to L1 failed."""
+    """Checks the ready marker now and then and rebuilds when Redis came back empty, or when a write to L1 failed.
+    At start, a marker left by a build with other ranking weights (MEMORY_CONFIG.ranking changed) is dropped once,
+    so the scores follow the configuration; only at start, so replicas of two configurations in a rolling update
+    do not take turns rebuilding."""
 
-    def __init__(self, redis: Redis | None, pool: asyncpg.Pool, interval: float = 5.0) -> None:
+    def __init__(
+        self,
+        redis: Redis | None,
+        pool: asyncpg.Pool,
+        interval: float = 5.0,
+        weights: layout.Weights = layout.DEFAULT_WEIGHTS,
+    ) -> None:
         self.redis = redis
         self.pool = pool
         self.interval = interval
+        self.weights = weights
         self.out_of_step = False  # a write failed and the ready marker has not been dropped yet
         self._task: asyncio.Task | None = None
 
@@ -172,6 +183,7 @@ class L1Keeper:
         """Start checking; wait briefly for the first pass so a small store serves L1 from the first request."""
         if self.redis is None:
             return
+        await self._drop_marker_of_other_weights()
         first_pass = asyncio.Event()
         self._task = asyncio.create_task(self._run(first_pass))
         try:
@@ -183,9 +195,18 @@ class L1Keeper:
         while True:
             if self.out_of_step:
                 await self._invalidate()
-            await ensure_ready(self.redis, self.pool)
+            await ensure_ready(self.redis, self.pool, self.weights)
             first_pass.set()
             await asyncio.sleep(self.interval)
+
+    async def _drop_marker_of_other_weights(self) -> None:
+        try:
+            built = await self.redis.get(layout.READY_KEY)
+            if built is not None and built.decode() != layout.ready_value(self.weights):
+                await self.redis.delete(layout.READY_KEY)
+                log.info("l1.rebuild_for_new_weights", extra={"built_with": built.decode()})
+        except (RedisError, OSError):
+            pass  # Redis away: the loop's passes take over when it answers
 
     async def stop(self) -> None:
         await background.cancel(self._task)

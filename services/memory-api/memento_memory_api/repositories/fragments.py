@@ -180,6 +180,18 @@ async def recent(
     )
 
 
+async def count_up_to(conn: asyncpg.Connection, scope: Scope, agents: list[str] | None, limit: int) -> int:
+    """How many fragments the caller's namespaces hold, counting no further than `limit` (an index walk)."""
+    return await conn.fetchval(
+        "SELECT count(*) FROM (SELECT 1 FROM agent_memory.fragments WHERE tenant_id = $1 AND workspace = $2"
+        " AND ($3::text[] IS NULL OR agent_id = ANY($3)) LIMIT $4) s",
+        scope.tenant_id,
+        scope.workspace,
+        agents,
+        limit,
+    )
+
+
 async def linked(conn: asyncpg.Connection, ids: list[str], relations: list[str], limit: int) -> list[asyncpg.Record]:
     """One-hop neighbours over typed edges, either direction, excluding the origin set."""
     return await conn.fetch(

@@ -65,7 +65,7 @@ async def store_fragment(
     )
 
     async def index_l1() -> None:
-        score = l1_layout.score(fragment["importance"], datetime.now(UTC))
+        score = l1_layout.score(fragment["importance"], datetime.now(UTC), ctx.l1_weights())
         await l1.index(
             ctx.redis,
             fragment["tenant_id"],

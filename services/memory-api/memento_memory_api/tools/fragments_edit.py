@@ -168,7 +168,7 @@ def _reindex(uow: UnitOfWork, ctx: ToolContext, row: Any, new_id: str, keywords:
             row["agent_id"],
             new_id,
             keywords,
-            l1_layout.score(importance, created_at),
+            l1_layout.score(importance, created_at, ctx.l1_weights()),
             replacing=list(row["keywords"]) if new_id == row["id"] else [],
             on_failure=ctx.l1_write_failed,
         )

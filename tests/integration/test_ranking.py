@@ -1,0 +1,72 @@
+"""recall's order without `text` (seed 000 §4.4): newest first while the caller's store holds at most
+MEMORY_CONFIG.ranking.activationThreshold fragments, composite rank with the configured weights above it; L1's
+scores follow the same weights, and a change of weights rebuilds L1 once."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+
+from memento_shared import l1 as layout
+from tests.fixtures.own_redis import own_redis
+
+# stored oldest first: the most important is the oldest, the least important the newest
+NOTES = [("kafka lag runbook lives in the wiki", 0.9), ("kafka brokers run 3.7", 0.2), ("kafka topic owners", 0.5)]
+
+
+async def store(own) -> list[str]:
+    ids = []
+    for content, importance in NOTES:
+        answer = await own.call(
+            "remember",
+            {"content": content, "topic": "kafka", "type": "fact", "keywords": ["kafka"], "importance": importance},
+        )
+        ids.append(answer["result"]["id"])
+        await asyncio.sleep(0.01)  # distinct creation times
+    return ids
+
+
+async def orders(own) -> dict[str, list[str]]:
+    by_keyword = await own.call("recall", {"keywords": ["kafka"], "includeLinks": False})
+    by_topic = await own.call("recall", {"topic": "kafka", "includeLinks": False})
+    return {
+        "keywords": [f["id"] for f in by_keyword["result"]["fragments"]],
+        "topic": [f["id"] for f in by_topic["result"]["fragments"]],
+    }
+
+
+async def test_a_small_store_answers_newest_first(servers, tmp_path):
+    async with own_redis(servers, tmp_path / "valkey") as own:
+        oldest, middle, newest = await store(own)
+        assert await orders(own) == {"keywords": [newest, middle, oldest], "topic": [newest, middle, oldest]}
+
+
+async def test_above_the_threshold_the_configured_weights_rank(servers, tmp_path):
+    config = {"ranking": {"importanceWeight": 1.0, "recencyWeight": 0.0, "activationThreshold": 2}}
+    async with own_redis(servers, tmp_path / "valkey", MEMORY_CONFIG=json.dumps(config)) as own:
+        oldest, middle, newest = await store(own)
+        # importance alone: 0.9 (oldest), 0.5 (newest), 0.2 (middle)
+        assert await orders(own) == {"keywords": [oldest, newest, middle], "topic": [oldest, newest, middle]}
+        redis = own.app.state.l1_redis
+        key = layout.key(own.tenant, "default", "default", "kafka")
+        assert await redis.zscore(key, oldest) == pytest.approx(0.9), "L1 scores with the configured weights"
+        assert (await redis.get(layout.READY_KEY)).decode() == layout.ready_value((1.0, 0.0))
+
+
+async def test_changed_weights_rebuild_l1_once_at_start(servers, tmp_path):
+    async with own_redis(servers, tmp_path / "valkey") as own:
+        oldest, _, _ = await store(own)
+        key = layout.key(own.tenant, "default", "default", "kafka")
+        assert await own.app.state.l1_redis.zscore(key, oldest) > 100, "default weights: recency (months) dominates"
+    # the same Valkey (its data kept on disk) under a memory-api configured with other weights
+    config = {"ranking": {"importanceWeight": 1.0, "recencyWeight": 0.0}}
+    async with own_redis(servers, tmp_path / "valkey", MEMORY_CONFIG=json.dumps(config)) as again:
+        redis = again.app.state.l1_redis
+        for _ in range(100):  # the keeper's first pass rebuilds (usually before start returns)
+            if await redis.exists(layout.READY_KEY):
+                break
+            await asyncio.sleep(0.1)
+        assert (await redis.get(layout.READY_KEY)).decode() == layout.ready_value((1.0, 0.0))
+        assert await redis.zscore(key, oldest) == pytest.approx(0.9, abs=1e-6)  # importance is a float4
