@@ -78,13 +78,17 @@ async def enqueue_durably(queue: ArqRedis, jobs: list[JobSpec], *, durable: bool
     return True
 
 
-async def relay_once(pool: asyncpg.Pool, queue: ArqRedis, batch_size: int = 100, *, durable: bool = False) -> int:
-    """Relay up to `batch_size` events. With `durable`, returns only after Redis has them on disk."""
+async def relay_once(
+    pool: asyncpg.Pool, queue: ArqRedis, batch_size: int = 100, *, durable: bool = False
+) -> tuple[int, bool]:
+    """Relay up to `batch_size` events. With `durable`, returns only after Redis has them on disk. Returns how many
+    were relayed and whether durable enqueueing is still possible (False once the server said it cannot tell)."""
     async with pool.acquire() as conn, system_transaction(conn):
         rows = await claim_batch(conn, batch_size)  # marked published, undone unless the enqueue succeeds
         if rows:
-            await enqueue_durably(queue, [job for row in rows for job in _jobs(row)], durable=durable)
-        return len(rows)
+            confirmed = await enqueue_durably(queue, [job for row in rows for job in _jobs(row)], durable=durable)
+            durable = durable and confirmed
+        return len(rows), durable
 
 
 def _jobs(row: asyncpg.Record) -> list[JobSpec]:
@@ -166,7 +170,8 @@ class Relay:
                     self._listener = await background.listen(self.dsn, CHANNEL, self.wake.set, "memento.relay")
                 self.wake.clear()
                 try:
-                    moved = await relay_once(self.pool, self.queue, self.batch_size, durable=self.durable)
+                    # a server that cannot confirm (no WAITAOF, appendonly off) is asked once, not every round
+                    moved, self.durable = await relay_once(self.pool, self.queue, self.batch_size, durable=self.durable)
                     failures = 0
                 except Exception as exc:  # Postgres or Redis away: back off, the events stay in the outbox
                     failures = min(failures + 1, 8)
