@@ -17,12 +17,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import email.utils
 import json
 import logging
 import signal
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
+from datetime import UTC
 from typing import Any
 
 import asyncpg
@@ -88,6 +90,23 @@ async def create_queue_pool(settings: Settings) -> ArqRedis:
 
 def backoff_seconds(job_try: int, base: float = 1.0, cap: float = 300.0) -> float:
     return min(cap, base * 2 ** (job_try - 1))
+
+
+def parse_retry_after(value: str | None) -> float | None:
+    """A Retry-After header in seconds: it is either a number of seconds or an HTTP date (RFC 9110 §10.2.3)."""
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:  # an HTTP date is GMT; parsedate leaves "-0000" naive
+        when = when.replace(tzinfo=UTC)
+    return max(0.0, when.timestamp() - time.time())
 
 
 def retry_after_of(exc: BaseException) -> float:

@@ -4,6 +4,9 @@ success, persistent failure to a dead letter and its replay, and the per-provide
 
 from __future__ import annotations
 
+import email.utils
+import time
+
 import pytest
 
 from memento_evaluator import service
@@ -91,14 +94,22 @@ async def test_gemini_scores_through_google_genai(wenv, tenant):
     assert SPECIFIC in request.body["contents"][0]["parts"][0]["text"]
 
 
+def _http_date_in(seconds: float) -> dict[str, str]:
+    return {"Retry-After": email.utils.formatdate(time.time() + seconds, usegmt=True)}
+
+
 @pytest.mark.parametrize(
     ("status", "headers", "min_gap"),
-    [(429, {"Retry-After": "1"}, 1.0), (500, {}, 0.05)],
-    ids=["429-retry-after", "500-then-success"],
+    [
+        (429, lambda: {"Retry-After": "1"}, 1.0),
+        (429, lambda: _http_date_in(2.5), 1.0),  # whole seconds: 1.5 to 2.5 s from now
+        (500, dict, 0.05),
+    ],
+    ids=["429-retry-after", "429-retry-after-http-date", "500-then-success"],
 )
 async def test_gemini_failure_then_success(wenv, tenant, status, headers, min_gap):
     with gemini_server() as server:
-        server.fail_next(status, headers)
+        server.fail_next(status, headers())
         settings = _gemini_settings(wenv, server)
         async with (
             hosted_worker("evaluator", HANDLERS, settings, setup=service.setup, teardown=service.teardown),

@@ -8,8 +8,6 @@ may also offer `replica()`: a second, independent instance the Batcher keeps for
 
 from __future__ import annotations
 
-import email.utils
-import time
 from typing import Literal, Protocol
 
 import numpy as np
@@ -40,17 +38,6 @@ def error_type_for(status: int) -> str:
     if status == 429:
         return "rate_limited"
     return "server_error" if status >= 500 else "client_error"
-
-
-def parse_retry_after(value: str | None) -> float | None:
-    """Retry-After is either seconds or an HTTP date."""
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        parsed = email.utils.parsedate_to_datetime(value) if value else None
-        return max(0.0, parsed.timestamp() - time.time()) if parsed else None
 
 
 def to_matrix(vectors: list[list[float]], count: int, dimension: int) -> np.ndarray:

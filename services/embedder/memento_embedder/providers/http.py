@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import httpx
 
-from memento_embedder.providers.base import ProviderError, error_type_for, parse_retry_after
+from memento_embedder.providers.base import ProviderError, error_type_for
+from memento_shared.worker import parse_retry_after
 
 
 async def post_embeddings(client: httpx.AsyncClient, provider: str, url: str, api_key: str, body: dict) -> list:

@@ -9,7 +9,8 @@ from __future__ import annotations
 import numpy as np
 import openai
 
-from memento_embedder.providers.base import InputType, ProviderError, error_type_for, parse_retry_after, to_matrix
+from memento_embedder.providers.base import InputType, ProviderError, error_type_for, to_matrix
+from memento_shared.worker import parse_retry_after
 
 
 class OpenAIProvider:

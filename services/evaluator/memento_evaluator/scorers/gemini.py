@@ -15,7 +15,7 @@ from google import genai
 from google.genai import errors, types
 
 from memento_evaluator.scorers import Fragment, Score, ScorerError
-from memento_shared.worker import ProviderLimiter
+from memento_shared.worker import ProviderLimiter, parse_retry_after
 
 PROMPT = """You rate one note an AI agent stored in its long-term memory.
 Return JSON with three numbers between 0 and 1:
@@ -38,11 +38,7 @@ WEIGHTS = {"informational_value": 0.4, "specificity": 0.3, "actionability": 0.3}
 
 def _retry_after(exc: errors.APIError) -> float | None:
     headers = getattr(exc.response, "headers", None) or {}
-    value = headers.get("retry-after") if hasattr(headers, "get") else None
-    try:
-        return float(value) if value else None
-    except ValueError:
-        return None
+    return parse_retry_after(headers.get("retry-after") if hasattr(headers, "get") else None)
 
 
 class GeminiScorer:
