@@ -3,11 +3,15 @@ arriving on the stream, also when the stream is open on another replica."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import secrets
 from contextlib import asynccontextmanager
 
 import httpx
+import redis.asyncio as aioredis
 
+from memento_shared import working_memory
 from tests.gateway.conftest import ACCESS_KEY, initialize
 from tests.gateway.sdk import sse_session
 
@@ -92,3 +96,38 @@ async def test_answers_reach_a_stream_held_by_another_replica(gateways):
             assert (await elsewhere.post(endpoint, json=call)).status_code == 202
             answer = await next_message(lines)
             assert answer["id"] == 9 and answer["result"]["isError"] is False
+
+
+async def test_working_memory_slides_with_the_open_stream_and_ends_with_it(gateways, servers):
+    """A legacy session lives as long as its stream, which keeps it alive with keepalives; working memory slides with
+    them (no request needed) and is deleted when the stream ends."""
+    redis = aioredis.from_url(servers.valkey.url)
+    gateway = await gateways(MEMENTO_SSE_KEEPALIVE_SECONDS="0.2")
+    remember = {
+        "jsonrpc": "2.0",
+        "id": 2,
+        "method": "tools/call",
+        "params": {"name": "remember", "arguments": {"content": "on lexer.py", "topic": "task", "type": "fact",
+                                                      "scope": "session"}},
+    }  # fmt: skip
+    try:
+        async with gateway.http(**{"X-Memento-Workspace": "wm-" + secrets.token_hex(3)}) as http:
+            async with raw_stream(http) as (lines, endpoint):
+                await http.post(endpoint, json=initialize("2024-11-05"))
+                await next_message(lines)
+                await http.post(endpoint, json=remember)
+                stored = json.loads((await next_message(lines))["result"]["content"][0]["text"])
+                key = working_memory.key("default", stored["sessionId"])
+                await redis.expire(key, 30)  # as if written long ago in a session still open
+                for _ in range(50):
+                    await asyncio.sleep(0.1)
+                    if await redis.ttl(key) > 60:
+                        break
+                assert await redis.ttl(key) > 60, "a keepalive slid working memory with the session"
+            for _ in range(200):  # the server notices the hang-up asynchronously
+                if not await redis.exists(key):
+                    break
+                await asyncio.sleep(0.05)
+            assert not await redis.exists(key)
+    finally:
+        await redis.aclose()

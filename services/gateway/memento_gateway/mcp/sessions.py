@@ -95,11 +95,13 @@ class SessionStore:
         raw = results[-3]
         return None if raw is None else _load(raw)
 
-    async def touch(self, session_id: str) -> bool:
+    async def touch(self, session: Session) -> bool:
+        """Slide an open stream's session, and its working memory, forward; False when the session is gone."""
         async with self.redis.pipeline(transaction=False) as pipe:
-            pipe.expire(_key(session_id), self.ttl)
-            pipe.zadd(INDEX, {session_id: time.time() + self.ttl}, xx=True)
-            alive, _ = await pipe.execute()
+            pipe.expire(_key(session.id), self.ttl)
+            pipe.zadd(INDEX, {session.id: time.time() + self.ttl}, xx=True)
+            pipe.expire(working_memory.key(session.principal.tenant_id, session.id), self.ttl)
+            alive, _, _ = await pipe.execute()
         return bool(alive)
 
     async def delete(self, session: Session) -> bool:

@@ -65,7 +65,7 @@ async def _stream(gw: Gateway, session: Session, identity: str, stream_id: str):
 
     async def still_open() -> bool:
         await gw.streams.renew(identity, stream_id)
-        return await gw.sessions.touch(session.id)
+        return await gw.sessions.touch(session)
 
     try:
         async with gw.hub.attach(session.id) as queue:  # subscribed before the client learns where to post

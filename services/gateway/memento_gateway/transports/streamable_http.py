@@ -225,7 +225,7 @@ async def _server_stream(gw: Gateway, session: Session, identity: str, stream_id
     async def still_open() -> bool:
         await gw.streams.renew(identity, stream_id)
         await gw.redis.expire(owner, STREAM_LEASE_S)
-        return await gw.sessions.touch(session.id)  # an open stream keeps its session alive
+        return await gw.sessions.touch(session)  # an open stream keeps its session alive
 
     try:
         async with gw.hub.attach(session.id) as queue:
