@@ -240,3 +240,25 @@ async def test_published_events_are_pruned_after_the_retention_and_owed_ones_nev
             assert {str(r["id"]) for r in kept} == {owed[0]}, "an event not yet relayed is never pruned, however old"
         finally:
             await held.rollback()
+
+
+async def test_a_redis_that_cannot_confirm_durability_is_asked_once(app_pool, tenant, tmp_path):
+    """WAITAOF refused (appendonly off here; unknown before Redis 7.2): the round still enqueues, and relay_once says
+    durable enqueueing is off, so the relay stops sending WAITAOF (and logging it) every round."""
+    from memento_devtools.embedded import start_valkey
+
+    valkey = start_valkey(tmp_path / "valkey", password="pw-" + uuid.uuid4().hex[:8])
+    queue = ArqRedis.from_url(valkey.url)
+    try:
+        await queue.config_set("appendonly", "no")
+        for _ in range(50):  # other relays in this session may claim the event first: until this one moves one
+            async with UnitOfWorkFactory(app_pool)(Scope(tenant, "default", "default")) as uow:
+                uow.events.append(Event("fragment.stored", tenant, "default", {"fragment_id": "frag-x"}))
+            moved, durable = await relay_once(app_pool, queue, durable=True)
+            if moved:
+                break
+        assert moved >= 1 and durable is False
+        assert await queue.zcard(queue_key("embedder")) >= 1, "the round enqueued all the same"
+    finally:
+        await queue.aclose()
+        valkey.stop()
