@@ -19,6 +19,9 @@ log = logging.getLogger(__name__)
 # ":2" since agent ids are escaped in keys: a store indexed under the old layout is rebuilt once
 READY_KEY = "memento:l1:ready:2"
 REBUILD_LOCK = "memento:l1:rebuilding"
+# bumped by every invalidation: a rebuild that began before one must not mark L1 ready when it ends
+GENERATION_KEY = "memento:l1:generation"
+SETS_PATTERN = "memento:l1:{*"  # every keyword set (the `{tenant}` hash tag), not the keys above
 
 
 def key(tenant_id: str, workspace: str, agent_id: str, keyword: str) -> str:
@@ -62,13 +65,17 @@ async def remove(redis, tenant_id: str, workspace: str, agent_id: str, fragment_
 
 
 async def invalidate(redis) -> bool:
-    """Drop the ready marker after a write to L1 was lost (Redis failed mid-write, then came back with its data):
-    every memory-api replica then stops reading L1 at once and rebuilds it from Postgres. False when Redis still
-    does not answer; the caller tries again later, since until it succeeds L1 may hold what Postgres no longer
-    does (or lack what it has)."""
+    """Drop the ready marker after a write to L1 was lost (Redis failed mid-write, then came back with its data) or
+    its scores' weights changed: every memory-api replica then stops reading L1 at once and rebuilds it from
+    Postgres, and a rebuild already under way will not mark it ready. False when Redis still does not answer; the
+    caller tries again later, since until it succeeds L1 may hold what Postgres no longer does (or lack what it
+    has)."""
     try:
-        await redis.delete(READY_KEY)
+        async with redis.pipeline(transaction=True) as pipe:
+            pipe.incr(GENERATION_KEY)
+            pipe.delete(READY_KEY)
+            await pipe.execute()
     except (RedisError, OSError):
         return False
-    log.info("l1.invalidated_after_failed_write")
+    log.info("l1.invalidated")
     return True

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
-from memento_memory_api.recall.l1 import ensure_ready
+from memento_memory_api.recall.l1 import ensure_ready, generation_now, mark_ready
 from memento_shared import l1 as layout
 from tests.fixtures.own_redis import own_redis
 
@@ -123,3 +123,36 @@ async def test_a_write_lost_while_redis_was_down_does_not_hide_the_fragment(serv
             await asyncio.sleep(0.1)
         rebuilt = await call("recall", {"keywords": ["lost"]})
         assert {(f["id"], f["tier"]) for f in rebuilt["fragments"]} == {(before, "L1"), (during, "L1")}
+
+
+async def test_a_removal_lost_while_redis_was_down_is_gone_after_the_rebuild(servers, tmp_path):
+    """An amend that drops a keyword while Redis is down leaves the id in that keyword's set; a rebuild that only
+    added would keep it, and a one-keyword recall (which trusts a ready L1 as complete) would answer with it."""
+    async with own_redis(servers, tmp_path / "valkey") as own:
+        args = {"content": "the queue drains at night", "topic": "t", "type": "fact", "keywords": ["queue", "night"]}
+        frag_id = (await own.call("remember", args))["result"]["id"]
+        own.valkey.stop()
+        amended = await own.call("amend", {"id": frag_id, "keywords": ["queue"]})
+        assert amended["result"]["success"] is True
+        own.restart(tmp_path / "valkey")
+        redis, keeper = own.app.state.l1_redis, own.app.state.l1_keeper
+        assert await redis.zscore(layout.key(own.tenant, "default", "default", "night"), frag_id) is not None
+        for _ in range(600):
+            if not keeper.out_of_step and await redis.exists(layout.READY_KEY):
+                break
+            await asyncio.sleep(0.1)
+        assert await redis.zscore(layout.key(own.tenant, "default", "default", "night"), frag_id) is None
+        assert (await own.call("recall", {"keywords": ["night"]}))["result"]["fragments"] == []
+        by_queue = (await own.call("recall", {"keywords": ["queue"]}))["result"]["fragments"]
+        assert [(f["id"], f["tier"]) for f in by_queue] == [(frag_id, "L1")]
+
+
+async def test_a_rebuild_invalidated_while_it_ran_does_not_mark_l1_ready(redis_client):
+    """A replica drops the marker (a write it lost) while another replica's rebuild, whose snapshot may predate
+    that write, is still running: that rebuild must not make L1 trusted again."""
+    generation = await generation_now(redis_client)
+    await layout.invalidate(redis_client)
+    assert not await mark_ready(redis_client, generation, layout.DEFAULT_WEIGHTS)
+    assert not await redis_client.exists(layout.READY_KEY)
+    assert await mark_ready(redis_client, await generation_now(redis_client), layout.DEFAULT_WEIGHTS)
+    assert await redis_client.exists(layout.READY_KEY)

@@ -106,9 +106,18 @@ async def lookup(
     return ids
 
 
+# KEYS: generation, ready marker. ARGV: the generation the rebuild began at, the marker's value. 1 if marked.
+MARK_READY = """
+if (redis.call('GET', KEYS[1]) or '') ~= ARGV[1] then return 0 end
+redis.call('SET', KEYS[2], ARGV[2])
+return 1
+"""
+
+
 async def ensure_ready(redis: Redis | None, pool: asyncpg.Pool, w: layout.Weights = layout.DEFAULT_WEIGHTS) -> bool:
     """Rebuild L1 from Postgres (scored with weights `w`) unless the ready marker is there; one rebuild at a time
-    across replicas."""
+    across replicas. The old sets go first: they may hold what a lost removal left (a forgotten id, a keyword an
+    amend dropped), which adding alone would keep. Marked ready only if nothing invalidated L1 meanwhile."""
     if redis is None:
         return False
     try:
@@ -119,8 +128,12 @@ async def ensure_ready(redis: Redis | None, pool: asyncpg.Pool, w: layout.Weight
     except (RedisError, OSError):
         return False
     try:
+        generation = await generation_now(redis)
+        await _clear(redis)
         await _rebuild(redis, pool, w)
-        await redis.set(layout.READY_KEY, layout.ready_value(w))
+        if not await mark_ready(redis, generation, w):
+            log.info("l1.rebuild_outdated")  # invalidated while it ran: the next pass rebuilds again
+            return False
         log.info("l1.rebuilt")
         return True
     except Exception as exc:
@@ -131,6 +144,33 @@ async def ensure_ready(redis: Redis | None, pool: asyncpg.Pool, w: layout.Weight
             await redis.delete(layout.REBUILD_LOCK)
         except (RedisError, OSError):
             pass
+
+
+async def generation_now(redis: Redis) -> str:
+    value = await redis.get(layout.GENERATION_KEY)
+    return value.decode() if value is not None else ""
+
+
+async def mark_ready(redis: Redis, generation: str, w: layout.Weights) -> bool:
+    """Set the ready marker unless L1 was invalidated since `generation` was read."""
+    keys = (layout.GENERATION_KEY, layout.READY_KEY)
+    return bool(await redis.eval(MARK_READY, 2, *keys, generation, layout.ready_value(w)))
+
+
+async def _clear(redis: Redis) -> None:
+    async for batch in _batched(redis.scan_iter(match=layout.SETS_PATTERN, count=1000), 1000):
+        await redis.unlink(*batch)
+
+
+async def _batched(keys, size: int):
+    batch = []
+    async for key in keys:
+        batch.append(key)
+        if len(batch) == size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
 
 
 async def _rebuild(redis: Redis, pool: asyncpg.Pool, w: layout.Weights) -> None:
@@ -203,8 +243,8 @@ class L1Keeper:
         try:
             built = await self.redis.get(layout.READY_KEY)
             if built is not None and built.decode() != layout.ready_value(self.weights):
-                await self.redis.delete(layout.READY_KEY)
                 log.info("l1.rebuild_for_new_weights", extra={"built_with": built.decode()})
+                await layout.invalidate(self.redis)
         except (RedisError, OSError):
             pass  # Redis away: the loop's passes take over when it answers
 
