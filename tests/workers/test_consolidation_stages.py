@@ -448,6 +448,15 @@ async def test_stage_7_an_original_whose_replacement_is_gone_is_current_again(we
     assert await column(o, still, "superseded_by") == current  # its replacement exists: still superseded
 
 
+async def test_stage_7_clears_a_dangling_superseded_by_whose_link_was_already_pruned(wenv, tenant):
+    """Data from before stage 7 cleared superseded_by: the linked_to entry is gone, the pointer stayed."""
+    o = wenv.owner
+    original = await craft(o, tenant)
+    await o.execute("UPDATE agent_memory.fragments SET superseded_by = 'frag-expired' WHERE id = $1", original)
+    assert await orphan_link_pruning.run(stage_context(wenv, tenant)) == 0  # no entry or link removed
+    assert await column(o, original, "superseded_by") is None
+
+
 async def test_stage_8_utility_is_recomputed_from_quality_and_use(wenv, tenant):
     o = wenv.owner
     used = await craft(o, tenant, quality=0.8, access_count=10, used_days_ago=1, importance=0.9)
