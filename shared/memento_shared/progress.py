@@ -32,11 +32,16 @@ async def report(redis: Any, progress_id: str | None, done: int, total: int, mes
         return
     try:
         async with redis.pipeline(transaction=False) as pipe:
-            pipe.hset(key(progress_id), mapping={"done": done, "total": total, "message": message})
-            pipe.expire(key(progress_id), TTL_S)
+            queue_report(pipe, progress_id, done, total, message)
             await pipe.execute()
     except Exception:
         log.debug("progress.unavailable")
+
+
+def queue_report(pipe: Any, progress_id: str, done: int, total: int, message: str) -> None:
+    """`report` as commands of the caller's pipeline."""
+    pipe.hset(key(progress_id), mapping={"done": done, "total": total, "message": message})
+    pipe.expire(key(progress_id), TTL_S)
 
 
 async def read(redis: Any, progress_id: str) -> tuple[int, int, str] | None:

@@ -78,18 +78,20 @@ async def run_consolidation(
         )
         counts: dict[str, int] = {}
         stage_ms: dict[str, int] = {}
-        for index, (name, stage) in enumerate(PIPELINE):
-            await _progress(rt, tenant_id, workspace, name, index)
-            stage_started = time.perf_counter()
-            counts[name] = await stage(ctx)
-            elapsed = time.perf_counter() - stage_started
-            stage_ms[name] = round(elapsed * 1000)
-            CONSOLIDATION_STAGE_SECONDS.labels(name).observe(elapsed)
-            CONSOLIDATION_ITEMS.labels(name).inc(counts[name])
-            message = f"stage {index + 1}/{len(STAGES)} {name}: {counts[name]}"
-            await progress.report(rt.redis, progress_id, index + 1, len(STAGES), message)
-        await l1.settle(ctx)
-        await _progress(rt, tenant_id, workspace, "done", len(STAGES))
+        await _progress(rt, tenant_id, workspace, 0, STAGES[0])
+        try:
+            for index, (name, stage) in enumerate(PIPELINE):
+                stage_started = time.perf_counter()
+                counts[name] = await stage(ctx)
+                elapsed = time.perf_counter() - stage_started
+                stage_ms[name] = round(elapsed * 1000)
+                CONSOLIDATION_STAGE_SECONDS.labels(name).observe(elapsed)
+                CONSOLIDATION_ITEMS.labels(name).inc(counts[name])
+                following = STAGES[index + 1] if index + 1 < len(STAGES) else "done"
+                finished = (progress_id, f"stage {index + 1}/{len(STAGES)} {name}: {counts[name]}")
+                await _progress(rt, tenant_id, workspace, index + 1, following, finished)
+        finally:
+            await l1.settle(ctx)  # also after a stage failed: one that deleted fragments may have left L1 behind
         result = {
             "stages": counts,
             "contradictions": ctx.contradictions,
@@ -131,12 +133,18 @@ async def _close_run(pool: asyncpg.Pool, tenant_id: str, workspace: str, run_id:
         )
 
 
-async def _progress(rt: Runtime, tenant_id: str, workspace: str, stage: str, done: int) -> None:
+async def _progress(
+    rt: Runtime, tenant_id: str, workspace: str, done: int, stage: str, finished: tuple[str | None, str] | None = None
+) -> None:
+    """The workspace's progress hash (the stage running, or "done"), and with `finished` (the caller's progress id and
+    what the stage did) the caller's progress channel: one round trip per stage."""
     key = progress_key(tenant_id, workspace)
     try:
         async with rt.redis.pipeline(transaction=False) as pipe:
             pipe.hset(key, mapping={"stage": stage, "done": done, "total": len(STAGES)})
             pipe.expire(key, PROGRESS_TTL_S)
+            if finished is not None and finished[0] is not None:
+                progress.queue_report(pipe, finished[0], done, len(STAGES), finished[1])
             await pipe.execute()
     except Exception:  # progress is a courtesy; the run goes on without Redis
         log.debug("consolidation.progress_unavailable")
