@@ -174,8 +174,6 @@ async def _give_up(ctx: dict, envelope: dict, error: str, attempts: int) -> None
             pending = json.dumps({"error": error, "attempts": attempts})
             await rt.redis.set(_pending_key(ctx["job_id"]), pending, ex=int(rt.settings.worker_job_expiry_s))
         raise Retry(defer=ctx["backoff_max"]) from exc
-    with contextlib.suppress(Exception):
-        await rt.redis.delete(_pending_key(ctx["job_id"]))
     DEAD_LETTERS.labels(rt.name, envelope.get("event_type", "unknown")).inc()
     log.error("event.dead_lettered", extra={"event_type": envelope.get("event_type"), "attempts": attempts})
 
@@ -191,6 +189,8 @@ async def _out_of_tries(ctx: dict, envelope: dict, max_tries: int) -> None:
             pending = json.loads(raw)
             error, attempts = str(pending["error"]), int(pending["attempts"])
     await _give_up(ctx, envelope, error, attempts)
+    with contextlib.suppress(Exception):  # only this path can find one
+        await rt.redis.delete(_pending_key(ctx["job_id"]))
 
 
 async def handle_event(ctx: dict, envelope: dict) -> None:
