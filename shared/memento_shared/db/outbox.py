@@ -49,10 +49,12 @@ async def backlog(conn: asyncpg.Connection) -> dict[str, int]:
 
 async def prune(conn: asyncpg.Connection, older_than_s: float, limit: int) -> int:
     """Delete up to `limit` events published and created more than `older_than_s` ago; how many went. Unpublished
-    events stay whatever their age (the relay still owes them to a queue); a dead letter keeps its own copy."""
+    events stay whatever their age (the relay still owes them to a queue); a dead letter keeps its own copy. Rows
+    another replica's prune holds are skipped, not waited for."""
     status = await conn.execute(
         "DELETE FROM agent_memory.outbox WHERE id IN (SELECT id FROM agent_memory.outbox"
-        " WHERE created_at < now() - make_interval(secs => $1) AND published_at IS NOT NULL LIMIT $2)",
+        " WHERE created_at < now() - make_interval(secs => $1) AND published_at IS NOT NULL LIMIT $2"
+        " FOR UPDATE SKIP LOCKED)",
         older_than_s,
         limit,
     )
