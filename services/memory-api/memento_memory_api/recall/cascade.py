@@ -82,7 +82,8 @@ async def _recall_in(
             for row in await repo.by_keywords(conn, keywords, scope, agents, args.topic, args.type, CANDIDATES):
                 rows.setdefault(row["id"], row)
                 tiers.setdefault(row["id"], "L2")
-        ranked_lists.append(sorted(rows, key=lambda i: (tiers[i] != "L1", -rows[i]["importance"])))
+        if args.text:  # one of the lists text's fusion ranks by; otherwise _order ranks the rows themselves
+            ranked_lists.append(sorted(rows, key=lambda i: (tiers[i] != "L1", -rows[i]["importance"])))
 
     if embedding is not None:
         started = time.perf_counter()

@@ -88,6 +88,11 @@ async def add_link(
     return set(row["visible"]), row["inserted"]
 
 
+async def visible_ids(conn: asyncpg.Connection, ids: list[str]) -> set[str]:
+    """Which of `ids` exist and are visible to the caller (RLS decides)."""
+    return {r["id"] for r in await conn.fetch("SELECT id FROM agent_memory.fragments WHERE id = ANY($1::text[])", ids)}
+
+
 async def fetch_by_ids(
     conn: asyncpg.Connection, ids: list[str], topic: str | None, ftype: str | None
 ) -> list[asyncpg.Record]:

@@ -123,7 +123,7 @@ async def _check_session_links(ctx: ToolContext, key: str, targets: list[str]) -
     stored = [t for t in targets if t not in in_session]
     if stored:
         async with ctx.uow(ctx.scope) as uow:
-            found = {r["id"] for r in await repo.fetch_by_ids(uow.conn, stored, None, None)}
+            found = await repo.visible_ids(uow.conn, stored)
         for target in stored:
             if target not in found:
                 raise not_found(f"linkedTo fragment {target!r}")
