@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import os
 import threading
+import time
 
 import numpy as np
 import psutil
@@ -151,3 +152,47 @@ async def test_without_a_query_lane_the_shared_thread_keeps_its_priority():
         replica = None
 
     assert await priorities_seen(NoReplica(), 7) == {"document": 0, "query": 0}
+
+
+class SlowDocuments(OfflineProvider):
+    """The real offline model, whose calls for a text starting "slow" take SLOW_S longer (in the document process)."""
+
+    def replica(self) -> SlowDocuments:
+        return SlowDocuments(self.threads)
+
+    def embed(self, texts, input_type):
+        if texts[0].startswith("slow"):
+            time.sleep(SLOW_S)
+        return super().embed(texts, input_type)
+
+
+SLOW_S = 1.5
+
+
+async def test_closing_waits_for_the_document_process_without_blocking_the_event_loop():
+    """Shutdown waits for the child's call in progress (no process outlives the embedder), but other shutdown work
+    on the loop (the worker's HTTP side, in-flight jobs going back to the queue) goes on meanwhile."""
+    batcher = Batcher(SlowDocuments(threads=1), max_batch=4, window_s=0.0, document_niceness=5)
+    await batcher.embed_document("a document that starts the process")
+    child = document_process()
+    slow = asyncio.create_task(batcher.embed_document("slow document"))
+    await asyncio.sleep(0.3)  # the child is in the slow call
+    ticks = 0
+
+    async def ticker() -> None:
+        nonlocal ticks
+        while True:
+            await asyncio.sleep(0.05)
+            ticks += 1
+
+    ticking = asyncio.create_task(ticker())
+    started = time.monotonic()
+    await batcher.aclose()
+    waited = time.monotonic() - started
+    ticking.cancel()
+    assert slow.done(), "the call in progress ends with the batcher"
+    if not slow.cancelled():
+        assert isinstance(slow.exception(), RuntimeError)  # "embedding cancelled": its job goes back to the queue
+    assert not child.is_running() or child.status() == psutil.STATUS_ZOMBIE, "the document process outlived close"
+    assert waited > 0.5, "close returned before the child's call ended"
+    assert ticks >= waited / 0.05 / 3, f"the event loop stood still while closing ({ticks} ticks in {waited:.2f} s)"

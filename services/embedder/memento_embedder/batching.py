@@ -143,7 +143,8 @@ class Batcher:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-        self.close()
+        # a process lane waits for its child's call in progress: off the loop, so other shutdown work goes on
+        await asyncio.to_thread(self.close)
         closer = getattr(self.provider, "aclose", None)
         if closer:
             await closer()
