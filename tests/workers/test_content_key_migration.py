@@ -1,5 +1,6 @@
 """Migration 0008 on a database that ran 0001-0007 with fragments in it: the stored dedup key (content_key) of every
-existing row is recomputed, so contents that differ in punctuation or symbols stop sharing a key."""
+existing row is recomputed, so contents that differ in punctuation or symbols stop sharing a key; the rewritten table
+is vacuumed after."""
 
 from __future__ import annotations
 
@@ -56,6 +57,11 @@ async def test_migration_0008_recomputes_the_key_of_existing_fragments(servers: 
 
             assert [await same_key(*pair) for pair in PAIRS] == [True] * len(PAIRS), "0004's key merged them all"
             assert [name for name in await apply_migrations(conn) if int(name[:4]) == KEY_MIGRATION]
+            # the rewritten table was vacuumed: its pages are all-visible again, so index-only scans skip the heap
+            pages, visible = await conn.fetchrow(
+                "SELECT relpages, relallvisible FROM pg_class WHERE oid = 'agent_memory.fragments'::regclass"
+            )
+            assert pages > 0 and visible == pages, (pages, visible)
             assert [await same_key(*pair) for pair in PAIRS] == list(PAIRS.values())
             # the key is still indexed for stage 5's scan, and new rows get the new key too
             assert await conn.fetchval(

@@ -22,7 +22,9 @@
 -- rebuilding the indexes, the GIN ones above all, is most of it). Reads and writes of a running service wait for
 -- it, as for any migration. DROP + ADD in one statement (one rewrite) rather than ALTER COLUMN ... SET EXPRESSION
 -- so it also runs on PostgreSQL older than 17; the dropped index goes with the column and is built again below.
+-- The rewritten table has no visibility map until vacuumed; the directive below has memento-migrate vacuum it.
 -- "Blanks" below: space, tab, form feed, vertical tab, no-break and the other Unicode space separators.
+-- memento:vacuum agent_memory.fragments
 ALTER TABLE agent_memory.fragments
     DROP COLUMN content_key,
     ADD COLUMN content_key text GENERATED ALWAYS AS (md5(
