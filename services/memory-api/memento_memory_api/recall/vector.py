@@ -232,14 +232,16 @@ async def choose(
             f"(SELECT count(*) > {int(exact_max)} FROM (SELECT 1 FROM agent_memory.fragments f WHERE"
             f" {' AND '.join(where)} LIMIT {int(exact_max) + 1}) m)"
         )
-    # an uncorrelated subquery runs once, when first needed: the filter is not counted for a small partition
+    # Each count is a scalar subquery, run when first needed (the filter is not counted for a small partition).
+    # OFFSET 0 keeps each level a subquery of its own: flattened, every reference to `large` would be a copy of its
+    # subquery, counted again (six partition counts per statement).
     applied = ", ".join(
         [f"CASE WHEN large AND many THEN {call} END" for call in _apply(hnsw)]
         + [f"CASE WHEN large AND NOT many THEN {call} END" for call in _apply(CUSTOM_PLANS)]
     )
     row = await conn.fetchrow(
         f"SELECT large, many, {applied} FROM (SELECT large, CASE WHEN large THEN {matching} END AS many"
-        f" FROM (SELECT {partition} AS large) p) d",
+        f" FROM (SELECT {partition} AS large OFFSET 0) p OFFSET 0) d",
         *args,
     )
     large, many = row["large"], row["many"]
