@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import os
+import subprocess
+import sys
 import threading
 import time
 
@@ -196,3 +198,32 @@ async def test_closing_waits_for_the_document_process_without_blocking_the_event
     assert not child.is_running() or child.status() == psutil.STATUS_ZOMBIE, "the document process outlived close"
     assert waited > 0.5, "close returned before the child's call ended"
     assert ticks >= waited / 0.05 / 3, f"the event loop stood still while closing ({ticks} ticks in {waited:.2f} s)"
+
+
+PID_ONE = """
+import asyncio, os
+from memento_embedder.batching import Batcher
+from memento_embedder.providers.offline import OfflineProvider
+
+async def main():
+    assert os.getpid() == 1
+    batcher = Batcher(OfflineProvider(threads=1), max_batch=4, window_s=0.0, document_niceness=5)
+    try:
+        print((await batcher.embed_document("the staging migration needs the force flag")).shape)
+    finally:
+        await batcher.aclose()
+
+asyncio.run(main())
+"""
+
+
+def test_documents_embed_when_the_embedder_is_pid_1():
+    """In a container without an init the embedder is PID 1, so its document process's parent is PID 1 while alive:
+    that must not read as "the parent died". A PID namespace of its own (unshare) puts the embedder there."""
+    done = subprocess.run(
+        ["unshare", "--user", "--map-root-user", "--pid", "--fork", "--mount-proc", sys.executable, "-c", PID_ONE],
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert done.returncode == 0 and done.stdout.strip() == "(384,)", done.stderr[-2000:]

@@ -61,7 +61,7 @@ class ProcessLane:
             max_workers=1,
             mp_context=multiprocessing.get_context("spawn"),
             initializer=_child_start,
-            initargs=(self.provider, self.niceness),
+            initargs=(self.provider, self.niceness, os.getpid()),
         )
 
     async def embed(self, texts: list[str], input_type: InputType) -> np.ndarray:
@@ -83,9 +83,9 @@ class ProcessLane:
 _child_provider: Any = None
 
 
-def _child_start(provider: Provider, niceness: int) -> None:
+def _child_start(provider: Provider, niceness: int, parent: int) -> None:
     global _child_provider
-    _die_with_parent()
+    _die_with_parent(parent)
     os.setsid()  # a session (so an autogroup) of its own, which lower_priority nices
     lower_priority(niceness)
     _child_provider = provider
@@ -95,9 +95,10 @@ def _child_embed(texts: list[str], input_type: InputType) -> np.ndarray:
     return _child_provider.embed(texts, input_type)
 
 
-def _die_with_parent() -> None:
-    """Exit with the embedder even if it is killed outright (without this the child lingers until its next call)."""
+def _die_with_parent(parent: int) -> None:
+    """Exit with the embedder even if it is killed outright (without this the child lingers until its next call).
+    The parent's pid is passed in, not assumed: in a container without an init the embedder itself is PID 1."""
     if sys.platform.startswith("linux"):
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
-        if os.getppid() == 1:  # the parent died before prctl took effect
+        if os.getppid() != parent:  # the parent died before prctl took effect
             os._exit(0)
