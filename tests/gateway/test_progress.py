@@ -61,6 +61,20 @@ async def test_no_token_no_channel_and_the_call_runs_as_before(redis_client):
     assert sent == []
 
 
+async def test_a_tool_that_reports_no_steps_gets_its_start_and_end_and_no_channel(redis_client):
+    """Only memory_consolidate's work reports steps: other tools asked for progress are not polled for any."""
+    from memento_shared.tools.registry import TOOLS
+
+    assert [name for name, spec in TOOLS.items() if spec.reports_progress] == ["memory_consolidate"]
+    sent: list[dict] = []
+    tracker = relay.ToolProgress(call_with(sent), {"_meta": {"progressToken": "t"}}, redis_client, reports_steps=False)
+    assert tracker.id is None
+    await tracker.start("started")
+    assert await tracker.around(slow_work(redis_client, tracker.id, 1)) == "answer"
+    await tracker.finish("finished")
+    assert [(p["progress"], p["total"]) for p in sent] == [(0, 1), (1, 1)]
+
+
 async def test_messages_only_for_versions_that_have_them(redis_client):
     sent: list[dict] = []
     tracker = relay.ToolProgress(call_with(sent, "2024-11-05"), {"_meta": {"progressToken": 7}}, redis_client)
@@ -78,6 +92,19 @@ async def test_a_cancelled_call_stops_its_work(redis_client):
     with pytest.raises(asyncio.CancelledError):
         await waiting
     assert work.cancelled()
+
+
+async def test_notifications_that_cannot_go_out_do_not_fail_the_call(redis_client):
+    """On legacy SSE a notification is a Redis PUBLISH: when it fails, the call still answers (its work already ran)."""
+
+    async def failing(message: dict) -> None:
+        raise ConnectionError("the stream's channel is gone")
+
+    session = Session("sid", PRINCIPAL, "2025-06-18", ("full",), time.time())
+    tracker = relay.ToolProgress(Call(session, PRINCIPAL, failing), {"_meta": {"progressToken": "t"}}, redis_client)
+    await tracker.start("started")
+    assert await tracker.around(slow_work(redis_client, tracker.id, 2)) == "answer"
+    await tracker.finish("finished")
 
 
 @pytest.mark.parametrize("value", [None, "", "../x", "A" * 32, "0" * 31, "0" * 33, "memento:l1:ready:2"])

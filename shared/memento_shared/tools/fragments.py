@@ -362,6 +362,7 @@ SPECS = [
         destructive=True,
         idempotent=True,
         scope="admin",  # deletes and merges across agents, returns workspace-wide pairs and stats
+        reports_progress=True,  # the consolidator, after each stage
     ),
     ToolSpec(
         name="graph_explore",

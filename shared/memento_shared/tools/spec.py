@@ -29,6 +29,7 @@ class ToolSpec:
     destructive: bool = False
     idempotent: bool = False
     scope: str = "write"  # credential scope needed: read, write or admin
+    reports_progress: bool = False  # its work reports steps on the call's progress channel (memento_shared.progress)
     extra: dict[str, Any] = field(default_factory=dict)
 
     # Built once per model and shared (read-only): tools/list answers every new session, and pydantic builds a

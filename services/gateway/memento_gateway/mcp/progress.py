@@ -4,6 +4,7 @@ worker reports on the call's progress channel (memento_shared.progress) while it
 from __future__ import annotations
 
 import asyncio
+import logging
 import uuid
 from collections.abc import Awaitable
 from typing import Any, TypeVar
@@ -13,17 +14,21 @@ from memento_gateway.mcp.call import Call
 from memento_gateway.mcp.jsonrpc import notification
 from memento_shared import progress
 
+log = logging.getLogger(__name__)
 T = TypeVar("T")
 POLL_S = 0.25  # how often a running call's channel is read: a few Redis reads a second, only while it runs
 
 
 class ToolProgress:
-    def __init__(self, call: Call, params: dict[str, Any], redis: Any) -> None:
+    def __init__(self, call: Call, params: dict[str, Any], redis: Any, reports_steps: bool = True) -> None:
+        """`reports_steps`: the tool's work reports on a progress channel; otherwise only the start and the end are
+        sent, and nothing is polled."""
         meta = params.get("_meta")
         token = meta.get("progressToken") if isinstance(meta, dict) else None
-        wanted = isinstance(token, str | int) and not isinstance(token, bool) and call.emit is not None
+        self.wanted = isinstance(token, str | int) and not isinstance(token, bool) and call.emit is not None
         self.call, self.token, self.redis = call, token, redis
-        self.id = uuid.uuid4().hex if wanted else None  # sent to memory-api; None: nobody is listening
+        # sent to memory-api; None: no channel to poll
+        self.id = uuid.uuid4().hex if self.wanted and reports_steps else None
         self.sent: int | None = None
         self.total = 1  # until the worker says how many steps there are, the call is one step
 
@@ -54,10 +59,13 @@ class ToolProgress:
 
     async def _send(self, done: int, message: str) -> None:
         # MCP: progress must increase with each notification, so a repeated or stale reading sends nothing
-        if self.id is None or (self.sent is not None and done <= self.sent):
+        if not self.wanted or (self.sent is not None and done <= self.sent):
             return
         self.sent = done
         payload: dict[str, Any] = {"progressToken": self.token, "progress": done, "total": self.total}
         if versions.has_annotations(self.call.session.protocol_version):  # `message` arrived with 2025-03-26
             payload["message"] = message
-        await self.call.emit(notification("notifications/progress", payload))
+        try:
+            await self.call.emit(notification("notifications/progress", payload))
+        except Exception as exc:  # a courtesy: a notification that cannot go out must not fail the call itself
+            log.warning("progress.emit_failed", extra={"error_type": type(exc).__name__})

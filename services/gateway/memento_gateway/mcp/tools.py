@@ -45,7 +45,7 @@ async def call_tool(
         raise RpcError(INVALID_PARAMS, f"Unknown tool: {name!r} {known} (profiles: {profiles})", msg_id)
     if arguments is not None and not isinstance(arguments, dict):
         raise RpcError(INVALID_PARAMS, "arguments must be an object", msg_id)
-    progress = ToolProgress(call, params, redis)
+    progress = ToolProgress(call, params, redis, reports_steps=TOOLS[name].reports_progress)
     await progress.start(f"{name} started")
     with tracer.start_as_current_span(f"tools/call {name}", attributes={"mcp.tool": name}):
         body = await progress.around(
