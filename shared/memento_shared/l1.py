@@ -18,6 +18,9 @@ log = logging.getLogger(__name__)
 
 # ":2" since agent ids are escaped in keys: a store indexed under the old layout is rebuilt once
 READY_KEY = "memento:l1:ready:2"
+# the old layout's marker: a rebuild drops it before clearing the sets, so replicas still running the old code during
+# a rolling upgrade stop trusting an L1 that is being emptied and rebuilt (they answer from L2 meanwhile)
+LEGACY_READY_KEYS = ("memento:l1:ready",)
 REBUILD_LOCK = "memento:l1:rebuilding"
 # bumped by every invalidation: a rebuild that began before one must not mark L1 ready when it ends
 GENERATION_KEY = "memento:l1:generation"

@@ -18,7 +18,9 @@ async def test_flushed_redis_is_rebuilt_from_postgres(memory_api, tenant, redis_
     await redis_client.flushdb()
     during = await memory_api.call("recall", {"keywords": ["rebuild"]}, tenant=tenant)
     assert [(f["id"], f["tier"]) for f in during["result"]["fragments"]] == [(frag_id, "L2")]  # L1 skipped, not wrong
+    await redis_client.set("memento:l1:ready", "1")  # as a replica of the old layout would leave it mid-upgrade
     assert await ensure_ready(memory_api.app.state.l1_redis, app_pool) is True
+    assert not await redis_client.exists("memento:l1:ready"), "old replicas must not trust sets being rebuilt"
     after = await memory_api.call("recall", {"keywords": ["rebuild"]}, tenant=tenant)
     assert [(f["id"], f["tier"]) for f in after["result"]["fragments"]] == [(frag_id, "L1")]
 

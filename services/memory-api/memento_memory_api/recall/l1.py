@@ -129,6 +129,7 @@ async def ensure_ready(redis: Redis | None, pool: asyncpg.Pool, w: layout.Weight
         return False
     try:
         generation = await generation_now(redis)
+        await redis.delete(*layout.LEGACY_READY_KEYS)
         await _clear(redis)
         await _rebuild(redis, pool, w)
         if not await mark_ready(redis, generation, w):
