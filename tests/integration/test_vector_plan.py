@@ -298,7 +298,7 @@ class _Explaining:
 
 async def test_the_choice_counts_the_partition_and_the_filter_once_each(app_pool, owner_pool, tenant):
     """One statement counts both and applies the chosen settings, whose conditions all read the counts: the
-    statement must not copy a count into each place that reads it (at a million fragments, six partition counts
+    statement must not copy a count into each place that reads it (at a million fragments, up to ten partition counts
     made the choice 0.3-2 s)."""
     rng = np.random.default_rng(23)
     await _seed(owner_pool, tenant, "agent-a", 30, rng)

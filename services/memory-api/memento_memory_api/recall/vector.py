@@ -234,7 +234,7 @@ async def choose(
         )
     # Each count is a scalar subquery, run when first needed (the filter is not counted for a small partition).
     # OFFSET 0 keeps each level a subquery of its own: flattened, every reference to `large` would be a copy of its
-    # subquery, counted again (six partition counts per statement).
+    # subquery, counted again (up to ten partition counts per statement).
     applied = ", ".join(
         [f"CASE WHEN large AND many THEN {call} END" for call in _apply(hnsw)]
         + [f"CASE WHEN large AND NOT many THEN {call} END" for call in _apply(CUSTOM_PLANS)]
