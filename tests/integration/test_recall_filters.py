@@ -56,8 +56,10 @@ async def memory_api_with(servers, **env: str) -> AsyncIterator[MemoryApi]:
                 yield MemoryApi(client, app, settings.internal_secret)
 
 
-# the plan each partition size gets: 70 vectors against an exact-scan limit of 10000, or of 10
-PLANS = {"exact": "10000", "hnsw": "10"}
+# the plans a recall's vector side gets, by the exact-scan limit: ~70 vectors against 10000 (a small partition,
+# exact); against 10 (a large one: unfiltered through HNSW, each filter here keeping at most 10 rows scored exactly);
+# against 2 (the filters too walk the HNSW index)
+PLANS = {"exact": "10000", "hnsw": "10", "hnsw-filtered": "2"}
 
 
 @pytest.fixture(params=list(PLANS))
