@@ -100,7 +100,7 @@ class Store:
         return answer["result"]["fragments"]
 
 
-async def test_a_topic_finds_its_weaker_matches_that_only_the_vector_search_reaches(api, owner_pool, tenant):
+async def test_a_topic_finds_its_weaker_matches_that_only_the_vector_search_reaches(api, owner_pool, tenant, request):
     store = Store(api, owner_pool, tenant)
     # 60 close by meaning in one topic, 3 further in another; no fragment shares a word with the query
     for i in range(60):
@@ -110,7 +110,10 @@ async def test_a_topic_finds_its_weaker_matches_that_only_the_vector_search_reac
     }
 
     everything = await store.recall()
-    assert len(everything) == 50 and not weaker & {f["id"] for f in everything}, "the 60 fill the k"
+    if request.node.callspec.params["api"] == "exact":
+        # the premise, on an exact top-k: the 60 fill it. An index walk is approximate, the more so in an index
+        # other tests fill with their vectors, and may come back short or reach a weaker one.
+        assert len(everything) == 50 and not weaker & {f["id"] for f in everything}, "the 60 fill the k"
 
     found = await store.recall(topic="hallway")
     assert {f["id"] for f in found} == weaker
