@@ -255,6 +255,18 @@ async def test_stage_5_duplicates_merge_into_the_oldest_with_counts_and_links(we
     assert await deduplication.run(ctx) == 0
 
 
+async def test_stage_5_a_note_superseded_by_its_own_spelling_fix_is_not_left_superseded_by_itself(wenv, tenant):
+    """amend's `supersedes` can replace "deploy on tuesday" with "Deploy on Tuesday": one content key, so stage 5
+    keeps the older and deletes the fix. The original's superseded_by must not then name the original itself."""
+    o = wenv.owner
+    original = await craft(o, tenant, content="deploy on tuesday", age_days=2)
+    fix = await craft(o, tenant, content="Deploy on Tuesday", age_days=1)
+    await o.execute("UPDATE agent_memory.fragments SET superseded_by = $2 WHERE id = $1", original, fix)
+    assert await deduplication.run(stage_context(wenv, tenant)) == 1
+    assert await exists(o, original) and not await exists(o, fix)
+    assert await column(o, original, "superseded_by") is None
+
+
 async def test_stage_5_only_case_unicode_form_and_whitespace_make_contents_the_same(wenv, tenant):
     o = wenv.owner
     # what differs in punctuation, symbols or indentation says something else: never merged

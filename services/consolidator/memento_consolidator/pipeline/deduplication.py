@@ -73,7 +73,9 @@ REPOINT_REFERENCES = (
     "UPDATE agent_memory.fragments f SET"
     " linked_to = ARRAY(SELECT DISTINCT coalesce(p.survivor, x) FROM unnest(f.linked_to) x"
     f"  LEFT JOIN {PAIRS} p ON p.victim = x WHERE coalesce(p.survivor, x) <> f.id),"
-    f" superseded_by = coalesce((SELECT p.survivor FROM {PAIRS} p WHERE p.victim = f.superseded_by), f.superseded_by)"
+    # a note superseded by a copy of itself (a case or spacing fix) survives it: it is then superseded by nothing
+    f" superseded_by = nullif(coalesce((SELECT p.survivor FROM {PAIRS} p WHERE p.victim = f.superseded_by),"
+    " f.superseded_by), f.id)"
     " WHERE f.tenant_id = $3 AND f.workspace = $4 AND f.id <> ALL($2)"
     " AND (f.linked_to && $2 OR f.superseded_by = ANY($2))"
 )
