@@ -158,3 +158,25 @@ async def test_a_rebuild_invalidated_while_it_ran_does_not_mark_l1_ready(redis_c
     assert not await redis_client.exists(layout.READY_KEY)
     assert await mark_ready(redis_client, await generation_now(redis_client), layout.DEFAULT_WEIGHTS)
     assert await redis_client.exists(layout.READY_KEY)
+
+
+async def test_a_write_lost_during_an_invalidation_keeps_l1_out_of_step(redis_client, app_pool, monkeypatch):
+    """The lost write may have committed after the invalidation reached Redis, so a rebuild begun in between could
+    miss it: the keeper stays out of step (and invalidates again on its next pass)."""
+    from memento_memory_api.recall.l1 import L1Keeper
+
+    keeper = L1Keeper(redis_client, app_pool)
+    real = layout.invalidate
+
+    async def invalidate_while_a_write_fails(redis) -> bool:
+        done = await real(redis)
+        keeper.write_failed()  # reported before the invalidation's answer arrives
+        return done
+
+    keeper.write_failed()
+    monkeypatch.setattr(layout, "invalidate", invalidate_while_a_write_fails)
+    await keeper._invalidate()
+    assert keeper.out_of_step
+    monkeypatch.setattr(layout, "invalidate", real)
+    await keeper._invalidate()
+    assert not keeper.out_of_step

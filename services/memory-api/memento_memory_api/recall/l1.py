@@ -210,15 +210,19 @@ class L1Keeper:
         self.interval = interval
         self.weights = weights
         self.out_of_step = False  # a write failed and the ready marker has not been dropped yet
+        self._failures = 0  # writes lost so far: one lost while an invalidation is in flight needs another
         self._task: asyncio.Task | None = None
 
     def write_failed(self) -> None:
         """An L1 write was lost: skip L1 here now, and have every replica skip it until it is rebuilt."""
         self.out_of_step = True
+        self._failures += 1
 
     async def _invalidate(self) -> None:
-        # still unreachable: L1 stays skipped here, and the next pass tries again
-        self.out_of_step = not await layout.invalidate(self.redis)
+        # Still unreachable: L1 stays skipped here, and the next pass tries again. A write lost while the invalidation
+        # was on its way may have committed after it, so a rebuild begun in between would miss it: invalidate again.
+        seen = self._failures
+        self.out_of_step = not await layout.invalidate(self.redis) or self._failures != seen
 
     async def start(self, first_pass_timeout: float = 2.0) -> None:
         """Start checking; wait briefly for the first pass so a small store serves L1 from the first request."""
