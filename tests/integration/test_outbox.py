@@ -263,3 +263,34 @@ async def test_a_redis_that_cannot_confirm_durability_is_asked_once(app_pool, te
     finally:
         await queue.aclose()
         valkey.stop()
+
+
+async def test_a_relay_asks_again_later_whether_redis_can_confirm_durability(app_pool, settings, tmp_path):
+    """Turned off once the server could not confirm, durable enqueueing comes back when it can (appendonly turned on,
+    or a failover to a server that has it), without a restart."""
+    from memento_devtools.embedded import start_valkey
+    from memento_memory_api.outbox_relay import Relay
+
+    valkey = start_valkey(tmp_path / "valkey", password="pw-" + uuid.uuid4().hex[:8])
+    queue = ArqRedis.from_url(valkey.url)
+    relay = Relay(app_pool, queue, settings.database_url, poll_interval=0.05, settings=settings)
+    relay.durability_recheck_s = 0.2
+    try:
+        await queue.config_set("appendonly", "no")
+        assert relay.wants_durable and relay.durable
+        relay.start()
+        for _ in range(100):
+            if not relay.durable:
+                break
+            await asyncio.sleep(0.05)
+        assert not relay.durable, "a server with appendonly off cannot confirm"
+        await queue.config_set("appendonly", "yes")
+        for _ in range(200):
+            if relay.durable:
+                break
+            await asyncio.sleep(0.05)
+        assert relay.durable, "asked again, and it can now"
+    finally:
+        await relay.stop()
+        await queue.aclose()
+        valkey.stop()

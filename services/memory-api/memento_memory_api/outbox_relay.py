@@ -35,6 +35,9 @@ log = logging.getLogger(__name__)
 tracer = trace.get_tracer("memento.relay")
 WAITAOF_TIMEOUT_MS = 5000
 FENCE_KEY = "memento:relay:fence"
+# a Redis found unable to confirm durability (appendonly off) is asked again this often: it may be turned on, or a
+# failover may bring a server that can
+DURABILITY_RECHECK_S = 60.0
 GAUGE_INTERVAL_S = 5.0  # backlog and dead-letter gauges: two queries, not worth running after every event
 PRUNE_INTERVAL_S = 600.0  # deleting old published events: a chore of its own task, never in the way of delivery
 PRUNE_BATCH = 5000
@@ -132,7 +135,8 @@ class Relay:
         self.poll_interval = settings.outbox_poll_interval_s if poll_interval is None else poll_interval
         self.batch_size = settings.outbox_batch_size
         self.gather = settings.outbox_gather_s
-        self.durable = settings.outbox_durable_enqueue
+        self.wants_durable = self.durable = settings.outbox_durable_enqueue
+        self.durability_recheck_s = DURABILITY_RECHECK_S
         self.retention_s = settings.outbox_retention_hours * 3600
         self.wake = asyncio.Event()
         self.running = False
@@ -163,6 +167,7 @@ class Relay:
         next_gauges = 0.0
         if self.durable:
             self.durable = await self._durability_available()
+        next_durability_check = time.monotonic() + self.durability_recheck_s
         try:
             while True:
                 if self._listener is None or self._listener.is_closed():
@@ -181,6 +186,9 @@ class Relay:
                 if time.monotonic() >= next_gauges:
                     await self._update_gauges()
                     next_gauges = time.monotonic() + GAUGE_INTERVAL_S
+                if self.wants_durable and not self.durable and time.monotonic() >= next_durability_check:
+                    self.durable = await self._durability_available()
+                    next_durability_check = time.monotonic() + self.durability_recheck_s
                 if moved == self.batch_size:
                     continue  # a full batch: there may be more right now. Otherwise a NOTIFY wakes us.
                 try:
