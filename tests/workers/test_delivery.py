@@ -9,6 +9,7 @@ import json
 import time
 
 import httpx
+import redis.asyncio as aioredis
 from arq.constants import in_progress_key_prefix, job_key_prefix
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -138,7 +139,14 @@ async def test_the_last_tries_error_is_kept_when_postgres_refuses_the_dead_lette
         async with hosted_worker("evaluator", {"fragment.stored": failing}, settings), running_relay(settings):
             await store_fragments(wenv.app, tenant, ["a fact the evaluator cannot score"])
             await eventually(lambda: truthy(len(calls) == 2), 20, "the last try")
-            await asyncio.sleep(0.3)  # the refused write happens, the job goes back to the queue
+            # the refused write happened (its error is kept for the next pass) before Postgres takes it again
+            redis = aioredis.from_url(wenv.redis_url)
+            try:
+                await eventually(
+                    lambda: redis.keys("memento:dead-letter-pending:*"), 10, "the refused dead letter's kept error"
+                )
+            finally:
+                await redis.aclose()
             await wenv.owner.execute("GRANT INSERT ON agent_memory.dead_letters TO memento_app")
             row = await eventually(
                 lambda: wenv.owner.fetchrow(
