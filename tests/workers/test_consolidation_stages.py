@@ -7,6 +7,7 @@ import asyncio
 import hashlib
 import json
 import secrets
+import time
 
 import asyncpg
 import numpy as np
@@ -188,7 +189,10 @@ async def test_stage_3_with_redis_down_l1_is_marked_for_rebuild_when_redis_is_ba
             return await asyncio.to_thread(start_valkey, tmp_path / "valkey", password=password, port=valkey.port)
 
         restarting = asyncio.create_task(back_soon())
-        await l1_cleanup.settle(ctx, delays=(0.5,) * 40)
+        started = time.monotonic()
+        retrying = await l1_cleanup.settle(ctx, delays=(0.5,) * 40)
+        assert retrying is not None and time.monotonic() - started < 1, "the run does not wait for Redis"
+        await retrying
         valkey = await restarting
         assert not ctx.l1_out_of_step
         assert not await redis.exists(l1.READY_KEY), "the marker is gone: L1 is rebuilt before it is read again"

@@ -1,6 +1,7 @@
 """Deleted fragments leave the L1 keyword sets too. A removal Redis fails is not fatal to the run, but L1 must not
 go on serving ids Postgres no longer has (with its data kept, a restarted Redis would still say L1 is complete): the
-ready marker is dropped so memory-api rebuilds L1 from Postgres, now if Redis answers, else at the end of the run."""
+ready marker is dropped so memory-api rebuilds L1 from Postgres, now if Redis answers, else at the end of the run (and
+after it, in the background, while Redis stays away)."""
 
 from __future__ import annotations
 
@@ -26,10 +27,24 @@ async def forget(ctx: StageContext, rows) -> None:
             ctx.l1_out_of_step = not await l1.invalidate(ctx.redis)
 
 
-async def settle(ctx: StageContext, delays: tuple[float, ...] = RETRY_DELAYS_S) -> None:
-    """At the end of a run: drop the ready marker a removal could not be followed by, retrying a while."""
+async def settle(ctx: StageContext, delays: tuple[float, ...] = RETRY_DELAYS_S) -> asyncio.Task | None:
+    """At the end of a run: drop the ready marker a removal could not be followed by. If Redis still does not answer,
+    the retries go on in the background (returned, for tests): the run, and the tenant's lock, do not wait for them."""
     if not ctx.l1_out_of_step:
-        return
+        return None
+    if await l1.invalidate(ctx.redis):
+        ctx.l1_out_of_step = False
+        return None
+    task = asyncio.create_task(_retry(ctx, delays))
+    _retrying.add(task)  # held until done: the loop keeps only weak references to tasks
+    task.add_done_callback(_retrying.discard)
+    return task
+
+
+_retrying: set[asyncio.Task] = set()
+
+
+async def _retry(ctx: StageContext, delays: tuple[float, ...]) -> None:
     for delay in delays:
         await asyncio.sleep(delay)
         if await l1.invalidate(ctx.redis):
