@@ -3,7 +3,6 @@ arriving on the stream, also when the stream is open on another replica."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import secrets
 from contextlib import asynccontextmanager
@@ -12,6 +11,7 @@ import httpx
 import redis.asyncio as aioredis
 
 from memento_shared import working_memory
+from tests.fixtures.waiting import eventually
 from tests.gateway.conftest import ACCESS_KEY, initialize
 from tests.gateway.sdk import sse_session
 
@@ -53,12 +53,12 @@ async def test_endpoint_is_relative_and_the_session_ends_with_the_stream(gateway
             accepted = await http.post(endpoint, json=initialize("2024-11-05"))
             assert accepted.status_code == 202
             assert (await next_message(lines))["result"]["protocolVersion"] == "2024-11-05"
+
         # the stream closed: its session is gone (polled: the server notices the hang-up asynchronously)
-        for _ in range(200):
-            if (await http.post(endpoint, json=initialize())).status_code == 404:
-                break
-        else:
-            raise AssertionError("the session outlived its stream")
+        async def session_gone():
+            return (await http.post(endpoint, json=initialize())).status_code == 404
+
+        await eventually(session_gone, 10, "the session to end with its stream")
 
 
 async def test_access_key_in_the_query_and_session_id_authority_for_messages(gateway):
@@ -119,15 +119,15 @@ async def test_working_memory_slides_with_the_open_stream_and_ends_with_it(gatew
                 stored = json.loads((await next_message(lines))["result"]["content"][0]["text"])
                 key = working_memory.key("default", stored["sessionId"])
                 await redis.expire(key, 30)  # as if written long ago in a session still open
-                for _ in range(50):
-                    await asyncio.sleep(0.1)
-                    if await redis.ttl(key) > 60:
-                        break
-                assert await redis.ttl(key) > 60, "a keepalive slid working memory with the session"
-            for _ in range(200):  # the server notices the hang-up asynchronously
-                if not await redis.exists(key):
-                    break
-                await asyncio.sleep(0.05)
-            assert not await redis.exists(key)
+
+                async def slid():
+                    return await redis.ttl(key) > 60
+
+                await eventually(slid, 5, "a keepalive to slide working memory with the session")
+
+            async def dropped():  # the server notices the hang-up asynchronously
+                return not await redis.exists(key)
+
+            await eventually(dropped, 10, "working memory to go with the stream")
     finally:
         await redis.aclose()

@@ -3,11 +3,10 @@ a way to read across agents."""
 
 from __future__ import annotations
 
-import asyncio
-
 from memento_memory_api.recall.l1 import ensure_ready, generation_now, mark_ready
 from memento_shared import l1 as layout
 from tests.fixtures.own_redis import own_redis
+from tests.fixtures.waiting import eventually
 
 
 async def test_flushed_redis_is_rebuilt_from_postgres(memory_api, tenant, redis_client, app_pool):
@@ -119,10 +118,11 @@ async def test_a_write_lost_while_redis_was_down_does_not_hide_the_fragment(serv
         assert {f["id"] for f in found["fragments"]} == {before, during}
         # the keeper drops the marker once Redis answers, then rebuilds L1 from Postgres, lost write included
         keeper = app.state.l1_keeper
-        for _ in range(600):
-            if not keeper.out_of_step and await app.state.l1_redis.exists(layout.READY_KEY):
-                break
-            await asyncio.sleep(0.1)
+
+        async def rebuilt_l1():
+            return not keeper.out_of_step and await app.state.l1_redis.exists(layout.READY_KEY)
+
+        await eventually(rebuilt_l1, 60, "the keeper to rebuild L1")
         rebuilt = await call("recall", {"keywords": ["lost"]})
         assert {(f["id"], f["tier"]) for f in rebuilt["fragments"]} == {(before, "L1"), (during, "L1")}
 
@@ -139,10 +139,11 @@ async def test_a_removal_lost_while_redis_was_down_is_gone_after_the_rebuild(ser
         own.restart(tmp_path / "valkey")
         redis, keeper = own.app.state.l1_redis, own.app.state.l1_keeper
         assert await redis.zscore(layout.key(own.tenant, "default", "default", "night"), frag_id) is not None
-        for _ in range(600):
-            if not keeper.out_of_step and await redis.exists(layout.READY_KEY):
-                break
-            await asyncio.sleep(0.1)
+
+        async def rebuilt_l1():
+            return not keeper.out_of_step and await redis.exists(layout.READY_KEY)
+
+        await eventually(rebuilt_l1, 60, "the keeper to rebuild L1")
         assert await redis.zscore(layout.key(own.tenant, "default", "default", "night"), frag_id) is None
         assert (await own.call("recall", {"keywords": ["night"]}))["result"]["fragments"] == []
         by_queue = (await own.call("recall", {"keywords": ["queue"]}))["result"]["fragments"]

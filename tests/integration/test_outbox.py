@@ -18,6 +18,7 @@ from memento_shared.db.pool import create_pool
 from memento_shared.db.rls import begin_sql, transaction_as
 from memento_shared.events import Event, job_id, queue_key
 from memento_shared.worker import Runtime, create_queue_pool
+from tests.fixtures.waiting import eventually, truthy
 
 
 class CountingProvider:
@@ -279,17 +280,10 @@ async def test_a_relay_asks_again_later_whether_redis_can_confirm_durability(app
         await queue.config_set("appendonly", "no")
         assert relay.wants_durable and relay.durable
         relay.start()
-        for _ in range(100):
-            if not relay.durable:
-                break
-            await asyncio.sleep(0.05)
-        assert not relay.durable, "a server with appendonly off cannot confirm"
+        # a server with appendonly off cannot confirm
+        await eventually(lambda: truthy(not relay.durable), 5, "the relay to stop asking for durability")
         await queue.config_set("appendonly", "yes")
-        for _ in range(200):
-            if relay.durable:
-                break
-            await asyncio.sleep(0.05)
-        assert relay.durable, "asked again, and it can now"
+        await eventually(lambda: truthy(relay.durable), 10, "the relay to ask again, and find it can")
     finally:
         await relay.stop()
         await queue.aclose()

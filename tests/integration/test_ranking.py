@@ -11,6 +11,7 @@ import pytest
 
 from memento_shared import l1 as layout
 from tests.fixtures.own_redis import own_redis
+from tests.fixtures.waiting import eventually
 
 # stored oldest first: the most important is the oldest, the least important the newest
 NOTES = [("kafka lag runbook lives in the wiki", 0.9), ("kafka brokers run 3.7", 0.2), ("kafka topic owners", 0.5)]
@@ -64,9 +65,7 @@ async def test_changed_weights_rebuild_l1_once_at_start(servers, tmp_path):
     config = {"ranking": {"importanceWeight": 1.0, "recencyWeight": 0.0}}
     async with own_redis(servers, tmp_path / "valkey", MEMORY_CONFIG=json.dumps(config)) as again:
         redis = again.app.state.l1_redis
-        for _ in range(100):  # the keeper's first pass rebuilds (usually before start returns)
-            if await redis.exists(layout.READY_KEY):
-                break
-            await asyncio.sleep(0.1)
+        # the keeper's first pass rebuilds (usually before start returns)
+        await eventually(lambda: redis.exists(layout.READY_KEY), 10, "the rebuild under the new weights")
         assert (await redis.get(layout.READY_KEY)).decode() == layout.ready_value((1.0, 0.0))
         assert await redis.zscore(key, oldest) == pytest.approx(0.9, abs=1e-6)  # importance is a float4

@@ -11,7 +11,6 @@ import os
 import secrets
 import signal
 import sys
-import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
@@ -28,21 +27,10 @@ from memento_shared.db.pool import create_pool
 from memento_shared.settings import Settings
 from memento_shared.worker import WorkerHost, close_runtime, create_queue_pool, open_runtime
 from tests.fixtures.servers import APP_PASSWORD, Servers
+from tests.fixtures.waiting import eventually
 
 WORKER_DB = "memento_workers"
 _redis_dbs = itertools.cycle(range(1, 16))
-
-
-async def eventually(predicate, timeout: float, what: str, interval: float = 0.05):
-    """Bounded polling of an asynchronous pipeline: the predicate's first truthy value, or fail after `timeout`."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = await predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        await asyncio.sleep(interval)
 
 
 @dataclass
@@ -248,8 +236,3 @@ async def admin_cli(wenv: WorkerEnv, *args: str) -> tuple[int, str]:
     )
     out, _ = await asyncio.wait_for(process.communicate(), 60)
     return process.returncode, out.decode()
-
-
-async def truthy(value: object) -> object:
-    """For `eventually` on a condition kept in memory."""
-    return value

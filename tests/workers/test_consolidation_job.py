@@ -15,7 +15,8 @@ from memento_memory_api.uow import Scope, UnitOfWorkFactory
 from memento_shared.consolidation import JOB_NAME, STAGES, progress_key
 from memento_shared.events import queue_key
 from memento_shared.worker import close_runtime, create_queue_pool, open_runtime
-from tests.workers.conftest import eventually, hosted_worker, running_relay, store_fragments
+from tests.fixtures.waiting import eventually
+from tests.workers.conftest import hosted_worker, running_relay, store_fragments
 from tests.workers.test_consolidation_stages import craft
 
 

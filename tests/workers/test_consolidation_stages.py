@@ -35,7 +35,8 @@ from memento_shared import l1
 from memento_shared.consolidation import lifecycle
 from memento_shared.events import queue_key
 from memento_shared.worker import create_queue_pool
-from tests.workers.conftest import embedded_count, eventually, hosted_worker
+from tests.fixtures.waiting import eventually
+from tests.workers.conftest import embedded_count, hosted_worker
 
 
 async def craft(

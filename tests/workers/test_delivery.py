@@ -20,7 +20,8 @@ from memento_shared.enqueue import JobSpec, add_jobs
 from memento_shared.events import envelope, job_id, queue_key
 from memento_shared.telemetry.metrics import REGISTRY
 from memento_shared.worker import CLAIM_JOB, create_queue_pool
-from tests.workers.conftest import admin_cli, eventually, hosted_worker, running_relay, store_fragments, truthy
+from tests.fixtures.waiting import eventually, truthy
+from tests.workers.conftest import admin_cli, hosted_worker, running_relay, store_fragments
 
 
 def _sample(text: str, name: str, **labels: str) -> float:

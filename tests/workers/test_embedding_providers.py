@@ -18,7 +18,8 @@ from memento_shared.db.rls import set_system
 from memento_shared.telemetry.metrics import REGISTRY
 from memento_shared.worker import close_runtime, open_runtime
 from tests.fixtures.loopback.embeddings import hashed_vector, jina_server, openai_server, voyage_server
-from tests.workers.conftest import embedded_count, eventually, hosted_worker, running_relay, store_fragments
+from tests.fixtures.waiting import eventually
+from tests.workers.conftest import embedded_count, hosted_worker, running_relay, store_fragments
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,8 @@ from memento_evaluator.scorers import Fragment, Score
 from memento_evaluator.scorers.offline import OfflineScorer, actionability, quality, specificity
 from memento_shared.worker import close_runtime, open_runtime
 from tests.fixtures.loopback.gemini import gemini_server
-from tests.workers.conftest import admin_cli, eventually, hosted_worker, running_relay, store_fragments
+from tests.fixtures.waiting import eventually
+from tests.workers.conftest import admin_cli, hosted_worker, running_relay, store_fragments
 
 SPECIFIC = "Run `make migrate` before deploying v2.3 to prod-eu: migration 0042 locks the users table for 40s"
 VAGUE = "some stuff happened with the thing, maybe"

@@ -14,14 +14,8 @@ from memento_embedder import service
 from memento_embedder.handlers import HANDLERS
 from memento_embedder.providers.offline import OfflineProvider
 from memento_shared.events import queue_key
-from tests.workers.conftest import (
-    embedded_count,
-    eventually,
-    hosted_worker,
-    running_relay,
-    start_worker_process,
-    store_fragments,
-)
+from tests.fixtures.waiting import eventually
+from tests.workers.conftest import embedded_count, hosted_worker, running_relay, start_worker_process, store_fragments
 
 TOPICS = ["deploys", "backups", "the billing cron", "log rotation", "TLS renewal", "the staging database"]
 

@@ -12,7 +12,8 @@ import httpx
 from memento_devtools.embedded import free_port
 from memento_shared.events import envelope, queue_key
 from memento_shared.worker import create_queue_pool
-from tests.workers.conftest import eventually, hosted_worker, truthy
+from tests.fixtures.waiting import eventually, truthy
+from tests.workers.conftest import hosted_worker
 
 WINDOW_S = 0.5
 

@@ -25,7 +25,8 @@ from memento_shared.settings import Settings
 from tests.fixtures.apps import MemoryApi
 from tests.fixtures.loopback.embeddings import hashed_vector, openai_server
 from tests.fixtures.servers import APP_PASSWORD
-from tests.workers.conftest import eventually, hosted_worker
+from tests.fixtures.waiting import eventually
+from tests.workers.conftest import hosted_worker
 
 NOTES = [
     "the billing cron runs at 02:00 on node-7",

@@ -11,7 +11,8 @@ import httpx
 from memento_devtools.embedded import free_port, start_valkey
 from memento_evaluator import service as evaluator_service
 from memento_evaluator.handlers import HANDLERS as EVALUATOR_HANDLERS
-from tests.workers.conftest import eventually, hosted_worker, start_worker_process
+from tests.fixtures.waiting import eventually
+from tests.workers.conftest import hosted_worker, start_worker_process
 
 WORKERS = [
     ("memento_embedder", "EMBEDDER_PORT"),
