@@ -227,3 +227,51 @@ def test_documents_embed_when_the_embedder_is_pid_1():
         timeout=180,
     )
     assert done.returncode == 0 and done.stdout.strip() == "(384,)", done.stderr[-2000:]
+
+
+def _cannot_start():
+    raise RuntimeError("this model cannot load here")
+
+
+class ModelThatCannotStartInAChild(OfflineProvider):
+    """Loads here, but its pickle (the recipe the document process builds its instance from) fails there."""
+
+    def replica(self) -> OfflineProvider:
+        return OfflineProvider(self.threads)
+
+    def __reduce__(self):
+        return _cannot_start, ()
+
+
+async def test_warming_starts_the_document_process_and_fails_when_it_cannot_start():
+    """The embedder warms its batcher before it reports healthy, so a broken document process stops the start
+    instead of failing every stored fragment's job."""
+    batcher = Batcher(OfflineProvider(threads=1), max_batch=4, window_s=0.0, document_niceness=5)
+    try:
+        await batcher.warm()
+        assert document_process().nice() > os.getpriority(os.PRIO_PROCESS, 0)  # up before any document arrived
+    finally:
+        await batcher.aclose()
+    broken = Batcher(ModelThatCannotStartInAChild(threads=1), max_batch=4, window_s=0.0, document_niceness=5)
+    try:
+        with pytest.raises(ProviderError, match="died"):
+            await broken.warm()
+    finally:
+        await broken.aclose()
+
+
+async def test_warming_does_not_call_an_http_provider():
+    class Remote:
+        name, model = "openai", "text-embedding-3-small"
+        calls = 0
+
+        async def embed(self, texts, input_type):
+            Remote.calls += 1
+            return np.zeros((len(texts), 3), dtype=np.float32)
+
+    batcher = Batcher(Remote())
+    await batcher.warm()
+    await batcher.aclose()
+    assert Remote.calls == 0
+    await Batcher(Remote()).embed_queries(["counted"])  # the probe would have seen a call
+    assert Remote.calls == 1

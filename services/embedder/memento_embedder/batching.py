@@ -99,6 +99,14 @@ class Batcher:
     async def embed_queries(self, texts: list[str]) -> np.ndarray:
         return await self._run(texts, "query")
 
+    async def warm(self) -> None:
+        """Load a local model in each of its lanes, before the worker reports healthy: a document process that
+        cannot start then fails the embedder's start, where health and the logs show it, rather than every stored
+        fragment's job until each is dead-lettered. An HTTP provider is not called (a paid call, and an API that is
+        down must not keep the worker from starting)."""
+        one_per_lane = {id(lane): input_type for input_type, lane in self._lanes.items()}
+        await asyncio.gather(*(self._run(["warm up"], input_type) for input_type in one_per_lane.values()))
+
     async def embed_document(self, text: str, key: Any = None) -> np.ndarray:
         """Embed `text` in the next batch; with a `key` (and a store) the vector is written before this returns."""
         future: asyncio.Future = asyncio.get_running_loop().create_future()

@@ -26,9 +26,7 @@ async def setup(
     rt.state["registry"] = registry
     await adopt_desired_profile(rt)
     active = await registry.active_id()
-    batcher = await registry.batcher(active)
-    if batcher.provider.name == "offline":
-        await batcher.embed_queries(["warm up"])  # load the weights before reporting healthy
+    await (await registry.batcher(active)).warm()
     if build:
         builder = ProfileBuilder(rt.pool, registry, interval=build_interval, batch=2 * rt.settings.embedding_batch_size)
         rt.state["builder"] = builder
