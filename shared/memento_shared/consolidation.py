@@ -20,8 +20,8 @@ CONSOLIDATION_LOCK_TIMEOUT_SECONDS, then the job fails with `ConsolidationBusy`)
      "duration_ms": int}
 
 While it runs, `progress_key(tenant, workspace)` is a Redis hash {"stage": name, "done": k, "total": 10} (kept ten
-minutes), for a caller that reports progress. A duplicate request while one is queued or running for the same
-scope can pass `_job_id=job_id(tenant, workspace)` to join it instead of queueing another.
+minutes), which memory_stats reports as `consolidationRunning`; each finished run's result is its row in
+agent_memory.consolidation_runs (memory_stats' `lastConsolidation`).
 """
 
 from __future__ import annotations
@@ -69,10 +69,6 @@ class ConsolidationBusy(Exception):
 
 def progress_key(tenant_id: str, workspace: str) -> str:
     return f"memento:consolidation:{{{tenant_id}}}:{workspace}:progress"
-
-
-def job_id(tenant_id: str, workspace: str) -> str:
-    return f"consolidate:{tenant_id}:{workspace}"
 
 
 def lifecycle(settings: Settings) -> dict[str, Any]:

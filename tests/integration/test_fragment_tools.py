@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import json
+from datetime import datetime, timedelta
+
 import pytest
+
+from memento_shared.consolidation import progress_key
 
 
 async def remember(api, tenant, content, **extra):
@@ -280,6 +285,52 @@ async def test_memory_stats_counts_only_what_the_caller_sees(memory_api, tenant,
     # a credential bound to alice acts as alice (memory_stats has no agentId): her fragment joins the default ones
     bound = (await memory_api.call("memory_stats", {}, tenant=tenant, agents=("alice",)))["result"]
     assert bound["totalFragments"] == 3
+
+
+async def test_memory_stats_reports_the_last_consolidation_and_one_in_progress(
+    memory_api, tenant, owner_pool, redis_client
+):
+    """A memory_consolidate that outlives its call says its counts will be in memory_stats: they are, with the run
+    going meanwhile as its progress hash says."""
+    stats = (await memory_api.call("memory_stats", {}, tenant=tenant))["result"]
+    assert stats["lastConsolidation"] is None and stats["consolidationRunning"] is None
+
+    async def run(owner: str, workspace: str, trigger: str, ago: str, stages: dict | None) -> None:
+        """A run started `ago`, finished three seconds later if it has stages."""
+        await owner_pool.execute(
+            "INSERT INTO agent_memory.consolidation_runs (tenant_id, workspace, trigger, started_at, finished_at,"
+            " result) VALUES ($1, $2, $3, now() - $4::text::interval,"
+            " CASE WHEN $5::text IS NOT NULL THEN now() - $4::text::interval + interval '3 seconds' END, $5::jsonb)",
+            owner,
+            workspace,
+            trigger,
+            ago,
+            None if stages is None else json.dumps({"stages": stages}),
+        )
+
+    stages = {"hot_to_warm": 2, "deduplication": 1}
+    await run(tenant, "default", "cron", "2 days", {"hot_to_warm": 9})
+    await run(tenant, "default", "on_demand", "1 day", stages)
+    await run(tenant, "default", "cron", "1 hour", None)  # never finished
+    await run(tenant, "other", "cron", "1 minute", {"hot_to_warm": 7})
+    await run(tenant + "-x", "default", "cron", "1 minute", {"hot_to_warm": 5})
+    last = (await memory_api.call("memory_stats", {}, tenant=tenant))["result"]["lastConsolidation"]
+    assert (last["trigger"], last["stages"]) == ("on_demand", stages)
+    assert datetime.fromisoformat(last["finishedAt"]) - datetime.fromisoformat(last["startedAt"]) == timedelta(
+        seconds=3
+    )
+    key = progress_key(tenant, "default")
+    try:
+        await redis_client.hset(key, mapping={"stage": "deduplication", "done": 4, "total": 10})
+        running = (await memory_api.call("memory_stats", {}, tenant=tenant))["result"]["consolidationRunning"]
+        assert running == {"stage": "deduplication", "done": 4, "total": 10}
+        other = await memory_api.call("memory_stats", {}, tenant=tenant, workspace="other")
+        assert other["result"]["consolidationRunning"] is None
+        assert other["result"]["lastConsolidation"]["stages"] == {"hot_to_warm": 7}
+        await redis_client.hset(key, mapping={"stage": "done", "done": 10, "total": 10})
+        assert (await memory_api.call("memory_stats", {}, tenant=tenant))["result"]["consolidationRunning"] is None
+    finally:
+        await redis_client.delete(key)
 
 
 # --- graph_explore --------------------------------------------------------------------------------------------

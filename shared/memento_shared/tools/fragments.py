@@ -219,6 +219,19 @@ class NoArgs(Args):
     pass
 
 
+class ConsolidationRun(BaseModel):
+    trigger: Literal["cron", "on_demand"]
+    startedAt: str
+    finishedAt: str
+    stages: dict[str, int] = Field(description="Per-stage counts, the ten stages in order")
+
+
+class ConsolidationProgress(BaseModel):
+    stage: str = Field(description="The stage running")
+    done: int = Field(description="Stages finished")
+    total: int
+
+
 class MemoryStatsResult(BaseModel):
     totalFragments: int
     byTtlTier: dict[str, int]
@@ -231,6 +244,12 @@ class MemoryStatsResult(BaseModel):
     links: int
     outboxBacklog: dict[str, int]
     deadLetters: int
+    lastConsolidation: ConsolidationRun | None = Field(
+        None, description="The workspace's latest finished consolidation (scheduled or memory_consolidate)"
+    )
+    consolidationRunning: ConsolidationProgress | None = Field(
+        None, description="A consolidation of this workspace in progress, as it last reported"
+    )
 
 
 class MemoryConsolidateResult(BaseModel):

@@ -387,6 +387,12 @@ async def stats(conn: asyncpg.Connection, scope: Scope, agents: list[str] | None
         scope.tenant_id,
         scope.workspace,
     )
+    last_run = await conn.fetchrow(
+        "SELECT trigger, started_at, finished_at, result->'stages' AS stages FROM agent_memory.consolidation_runs"
+        " WHERE tenant_id = $1 AND workspace = $2 AND finished_at IS NOT NULL ORDER BY started_at DESC LIMIT 1",
+        scope.tenant_id,
+        scope.workspace,
+    )
     total = next(r for r in groups if r["g"] == 3)  # the () grouping set: every fragment
     return {
         "total": total["n"],
@@ -399,4 +405,5 @@ async def stats(conn: asyncpg.Connection, scope: Scope, agents: list[str] | None
         "links": links,
         "backlog": {r["event_type"]: r["n"] for r in backlog},
         "dead_letters": dead,
+        "last_consolidation": last_run,
     }

@@ -10,6 +10,7 @@ from memento_memory_api.context import ToolContext
 from memento_memory_api.repositories import fragments as repo
 from memento_memory_api.tools.registry import handles
 from memento_shared.consolidation import JOB_NAME as CONSOLIDATE_JOB
+from memento_shared.consolidation import progress_key
 from memento_shared.errors import ErrorCode, MementoError, not_found
 from memento_shared.events import queue_key
 from memento_shared.tools.fragments import GraphExploreArgs, NoArgs
@@ -35,7 +36,35 @@ async def memory_stats(ctx: ToolContext, args: NoArgs) -> dict[str, Any]:
         "links": counts["links"],
         "outboxBacklog": counts["backlog"],
         "deadLetters": counts["dead_letters"],
+        "lastConsolidation": _run(counts["last_consolidation"]),
+        "consolidationRunning": await _running_consolidation(ctx),
     }
+
+
+def _run(row) -> dict[str, Any] | None:
+    if row is None:
+        return None
+    return {
+        "trigger": row["trigger"],
+        "startedAt": row["started_at"].isoformat(),
+        "finishedAt": row["finished_at"].isoformat(),
+        "stages": row["stages"] or {},
+    }
+
+
+async def _running_consolidation(ctx: ToolContext) -> dict[str, int | str] | None:
+    """The consolidator's progress hash for this workspace (memento_shared.consolidation), while a run is going.
+    Best effort: without the queue's Redis the stats still answer, without this part."""
+    if ctx.queue is None:
+        return None
+    try:
+        raw = await ctx.queue.hgetall(progress_key(ctx.scope.tenant_id, ctx.scope.workspace))
+    except Exception:
+        return None
+    progress = {k.decode(): v.decode() for k, v in raw.items()}
+    if not progress or progress.get("stage") == "done":
+        return None
+    return {"stage": progress["stage"], "done": int(progress["done"]), "total": int(progress["total"])}
 
 
 @handles("memory_consolidate")
