@@ -1,11 +1,35 @@
-"""A JSON POST to an embedding API over httpx, with its failures mapped onto ProviderError (Voyage and Jina)."""
+"""Embedding APIs reached with a JSON POST over httpx (Voyage and Jina): the client, the failures mapped onto
+ProviderError, and the answer's vectors. A vendor's module says only its URL and how a request's body is spelled."""
 
 from __future__ import annotations
 
 import httpx
+import numpy as np
 
-from memento_embedder.providers.base import ProviderError, error_type_for
+from memento_embedder.providers.base import InputType, ProviderError, error_type_for, to_matrix
 from memento_shared.worker import parse_retry_after
+
+
+class EmbeddingsApi:
+    name: str
+    default_base_url: str
+
+    def __init__(self, *, model: str, dimension: int, api_key: str, base_url: str | None, timeout: float) -> None:
+        self.model = model
+        self.dimension = dimension
+        self._api_key = api_key
+        self._url = (base_url or self.default_base_url).rstrip("/") + "/v1/embeddings"
+        self._client = httpx.AsyncClient(timeout=timeout)
+
+    def body(self, texts: list[str], input_type: InputType) -> dict:
+        raise NotImplementedError
+
+    async def embed(self, texts: list[str], input_type: InputType) -> np.ndarray:
+        vectors = await post_embeddings(self._client, self.name, self._url, self._api_key, self.body(texts, input_type))
+        return to_matrix(vectors, len(texts), self.dimension)
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
 
 
 async def post_embeddings(client: httpx.AsyncClient, provider: str, url: str, api_key: str, body: dict) -> list:

@@ -3,30 +3,15 @@ and `dimensions` (Matryoshka, 32..1024)."""
 
 from __future__ import annotations
 
-import httpx
-import numpy as np
+from memento_embedder.providers.base import InputType
+from memento_embedder.providers.http import EmbeddingsApi
 
-from memento_embedder.providers.base import InputType, to_matrix
-from memento_embedder.providers.http import post_embeddings
-
-DEFAULT_BASE_URL = "https://api.jina.ai"
 TASKS = {"query": "retrieval.query", "document": "retrieval.passage"}
 
 
-class JinaProvider:
+class JinaProvider(EmbeddingsApi):
     name = "jina"
+    default_base_url = "https://api.jina.ai"
 
-    def __init__(self, *, model: str, dimension: int, api_key: str, base_url: str | None, timeout: float) -> None:
-        self.model = model
-        self.dimension = dimension
-        self._api_key = api_key
-        self._url = (base_url or DEFAULT_BASE_URL).rstrip("/") + "/v1/embeddings"
-        self._client = httpx.AsyncClient(timeout=timeout)
-
-    async def embed(self, texts: list[str], input_type: InputType) -> np.ndarray:
-        body = {"input": texts, "model": self.model, "task": TASKS[input_type], "dimensions": self.dimension}
-        vectors = await post_embeddings(self._client, self.name, self._url, self._api_key, body)
-        return to_matrix(vectors, len(texts), self.dimension)
-
-    async def aclose(self) -> None:
-        await self._client.aclose()
+    def body(self, texts: list[str], input_type: InputType) -> dict:
+        return {"input": texts, "model": self.model, "task": TASKS[input_type], "dimensions": self.dimension}

@@ -3,29 +3,13 @@
 
 from __future__ import annotations
 
-import httpx
-import numpy as np
-
-from memento_embedder.providers.base import InputType, to_matrix
-from memento_embedder.providers.http import post_embeddings
-
-DEFAULT_BASE_URL = "https://api.voyageai.com"
+from memento_embedder.providers.base import InputType
+from memento_embedder.providers.http import EmbeddingsApi
 
 
-class VoyageProvider:
+class VoyageProvider(EmbeddingsApi):
     name = "voyage"
+    default_base_url = "https://api.voyageai.com"
 
-    def __init__(self, *, model: str, dimension: int, api_key: str, base_url: str | None, timeout: float) -> None:
-        self.model = model
-        self.dimension = dimension
-        self._api_key = api_key
-        self._url = (base_url or DEFAULT_BASE_URL).rstrip("/") + "/v1/embeddings"
-        self._client = httpx.AsyncClient(timeout=timeout)
-
-    async def embed(self, texts: list[str], input_type: InputType) -> np.ndarray:
-        body = {"input": texts, "model": self.model, "input_type": input_type, "output_dimension": self.dimension}
-        vectors = await post_embeddings(self._client, self.name, self._url, self._api_key, body)
-        return to_matrix(vectors, len(texts), self.dimension)
-
-    async def aclose(self) -> None:
-        await self._client.aclose()
+    def body(self, texts: list[str], input_type: InputType) -> dict:
+        return {"input": texts, "model": self.model, "input_type": input_type, "output_dimension": self.dimension}
