@@ -3,7 +3,9 @@
 The gateway mints a progress id for a tools/call whose client asked for progress (a `progressToken`) and sends it to
 memory-api in `HEADER`; work that knows its steps (the consolidator's ten stages) writes
 {"done": k, "total": n, "message": ...} under `key(id)`; the gateway polls it while the call runs and turns each
-increase into a `notifications/progress`. The id is random (unguessable) and the hash carries no memory content."""
+increase into a `notifications/progress`. `done` may be fractional: MCP progress must increase with each
+notification, so a word before the first step is done (waiting for a lock) is a step of less than one.
+The id is random (unguessable) and the hash carries no memory content."""
 
 from __future__ import annotations
 
@@ -26,7 +28,7 @@ def valid_id(value: str | None) -> str | None:
     return value if value is not None and _ID.fullmatch(value) else None
 
 
-async def report(redis: Any, progress_id: str | None, done: int, total: int, message: str) -> None:
+async def report(redis: Any, progress_id: str | None, done: float, total: int, message: str) -> None:
     """Record that `done` of `total` steps are finished. Progress is a courtesy: a Redis failure is only logged."""
     if progress_id is None:
         return
@@ -38,13 +40,13 @@ async def report(redis: Any, progress_id: str | None, done: int, total: int, mes
         log.debug("progress.unavailable")
 
 
-def queue_report(pipe: Any, progress_id: str, done: int, total: int, message: str) -> None:
+def queue_report(pipe: Any, progress_id: str, done: float, total: int, message: str) -> None:
     """`report` as commands of the caller's pipeline."""
     pipe.hset(key(progress_id), mapping={"done": done, "total": total, "message": message})
     pipe.expire(key(progress_id), TTL_S)
 
 
-async def read(redis: Any, progress_id: str) -> tuple[int, int, str] | None:
+async def read(redis: Any, progress_id: str) -> tuple[float, int, str] | None:
     """(done, total, message) as last reported, or None when nothing was (or Redis does not answer)."""
     try:
         raw = await redis.hgetall(key(progress_id))
@@ -52,7 +54,8 @@ async def read(redis: Any, progress_id: str) -> tuple[int, int, str] | None:
         return None
     values = {_text(k): _text(v) for k, v in raw.items()}
     try:
-        return int(values["done"]), int(values["total"]), values.get("message", "")
+        done = float(values["done"])
+        return int(done) if done.is_integer() else done, int(values["total"]), values.get("message", "")
     except (KeyError, ValueError):
         return None
 

@@ -51,6 +51,29 @@ async def test_steps_are_relayed_while_the_call_runs_always_increasing(redis_cli
     assert all(p["progressToken"] == "tok" for p in sent) and sent[1]["message"].startswith("step ")
 
 
+async def test_a_fractional_step_is_relayed_between_the_start_and_the_first_step(redis_client):
+    """A worker waiting before its first step (memory_consolidate behind another run) reports half a step."""
+    sent: list[dict] = []
+    tracker = relay.ToolProgress(call_with(sent), {"_meta": {"progressToken": "tok"}}, redis_client)
+
+    async def work() -> str:
+        await progress.report(redis_client, tracker.id, 0.5, 2, "waiting")
+        await asyncio.sleep(relay.POLL_S * 1.6)
+        await progress.report(redis_client, tracker.id, 1, 2, "step 1")
+        await asyncio.sleep(relay.POLL_S * 1.6)
+        return "answer"
+
+    await tracker.start("started")
+    assert await tracker.around(work()) == "answer"
+    await tracker.finish("finished")
+    assert [(p["progress"], p["message"]) for p in sent] == [
+        (0, "started"),
+        (0.5, "waiting"),
+        (1, "step 1"),
+        (2, "finished"),
+    ]
+
+
 async def test_no_token_no_channel_and_the_call_runs_as_before(redis_client):
     sent: list[dict] = []
     tracker = relay.ToolProgress(call_with(sent), {}, redis_client)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import uuid
 
 import pytest
 
@@ -12,6 +13,7 @@ from memento_consolidator import jobs, runner, schedule
 from memento_consolidator.handlers import HANDLERS
 from memento_consolidator.runner import tenant_lock
 from memento_memory_api.uow import Scope, UnitOfWorkFactory
+from memento_shared import progress
 from memento_shared.consolidation import JOB_NAME, STAGES, progress_key
 from memento_shared.events import queue_key
 from memento_shared.worker import close_runtime, create_queue_pool, open_runtime
@@ -91,6 +93,30 @@ async def test_runs_of_one_tenant_never_overlap(wenv, tenant):
         tenant,
     )
     assert len(runs) == 2 and runs[0]["finished_at"] <= runs[1]["started_at"], "the second waited for the first"
+
+
+async def test_a_call_waiting_for_the_tenant_lock_says_so_on_its_progress_channel(wenv, tenant):
+    """memory_consolidate relays its channel as notifications/progress: without this, a call queued behind another
+    run of the tenant heard nothing between its start and the end of its first stage."""
+    await craft(wenv.owner, tenant)
+    settings = wenv.settings(CONSOLIDATION_LOCK_TIMEOUT_SECONDS="60")
+    queue = await create_queue_pool(settings)
+    channel = uuid.uuid4().hex
+    try:
+        async with consolidator(settings):
+            async with tenant_lock(wenv.app, tenant, wait_s=None):  # a run elsewhere holds the tenant
+                job = await queue.enqueue_job(
+                    JOB_NAME, tenant, "default", progress_id=channel, _queue_name=queue_key("consolidator")
+                )
+                done, total, message = await eventually(
+                    lambda: progress.read(queue, channel), 30, "the waiting call's report"
+                )
+                assert (done, total) == (0.5, len(STAGES)) and message.startswith("waiting for the consolidation")
+            result = await job.result(timeout=60)
+        assert list(result["stages"]) == list(STAGES)
+        assert (await progress.read(queue, channel))[:2] == (len(STAGES), len(STAGES))
+    finally:
+        await queue.aclose()
 
 
 def test_the_schedule_is_read_from_consolidation_cron():

@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 import asyncpg
 
@@ -20,6 +20,7 @@ from memento_shared.worker import Runtime
 
 log = logging.getLogger(__name__)
 PROGRESS_TTL_S = 600
+WAITING_STEP = 0.5  # reported while waiting for the tenant's lock: after the start (0), before stage 1
 
 
 def _lock_key(tenant_id: str) -> str:
@@ -27,13 +28,21 @@ def _lock_key(tenant_id: str) -> str:
 
 
 @contextlib.asynccontextmanager
-async def tenant_lock(pool: asyncpg.Pool, tenant_id: str, *, wait_s: float | None) -> AsyncIterator[None]:
+async def tenant_lock(
+    pool: asyncpg.Pool,
+    tenant_id: str,
+    *,
+    wait_s: float | None,
+    on_wait: Callable[[], Awaitable[None]] | None = None,
+) -> AsyncIterator[None]:
     """Hold the tenant's consolidation lock for the block (a session advisory lock on a connection of its own,
-    released if this process dies). wait_s=None: do not wait; raises ConsolidationBusy when it is taken."""
+    released if this process dies). wait_s=None: do not wait; raises ConsolidationBusy when it is taken. `on_wait`
+    is awaited once if the lock is taken and this call is about to wait for it."""
     async with pool.acquire() as conn:
-        if wait_s is None:
-            got = await conn.fetchval("SELECT pg_try_advisory_lock(hashtextextended($1, 0))", _lock_key(tenant_id))
-        else:
+        got = await conn.fetchval("SELECT pg_try_advisory_lock(hashtextextended($1, 0))", _lock_key(tenant_id))
+        if not got and wait_s is not None:
+            if on_wait is not None:
+                await on_wait()
             try:
                 await conn.execute(f"SET lock_timeout = {max(1, int(wait_s * 1000))}")
                 await conn.execute("SELECT pg_advisory_lock(hashtextextended($1, 0))", _lock_key(tenant_id))
@@ -63,7 +72,12 @@ async def run_consolidation(
     (default CONSOLIDATION_LOCK_TIMEOUT_SECONDS); None for the schedule, which skips a busy tenant."""
     started = time.perf_counter()
     wait = rt.settings.consolidation_lock_timeout_s if wait_s is None and trigger == "on_demand" else wait_s
-    async with tenant_lock(rt.pool, tenant_id, wait_s=wait):
+
+    async def waiting() -> None:
+        message = "waiting for the consolidation already running for this tenant"
+        await progress.report(rt.redis, progress_id, WAITING_STEP, len(STAGES), message)
+
+    async with tenant_lock(rt.pool, tenant_id, wait_s=wait, on_wait=waiting):
         since, run_id = await _open_run(rt.pool, tenant_id, workspace, trigger)
         ctx = StageContext(
             rt.pool,

@@ -29,7 +29,7 @@ class ToolProgress:
         self.call, self.token, self.redis = call, token, redis
         # sent to memory-api; None: no channel to poll
         self.id = uuid.uuid4().hex if self.wanted and reports_steps else None
-        self.sent: int | None = None
+        self.sent: float | None = None
         self.total = 1  # until the worker says how many steps there are, the call is one step
 
     async def start(self, message: str) -> None:
@@ -57,7 +57,7 @@ class ToolProgress:
     async def finish(self, message: str) -> None:
         await self._send(self.total, message)
 
-    async def _send(self, done: int, message: str) -> None:
+    async def _send(self, done: float, message: str) -> None:
         # MCP: progress must increase with each notification, so a repeated or stale reading sends nothing
         if not self.wanted or (self.sent is not None and done <= self.sent):
             return
