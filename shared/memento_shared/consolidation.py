@@ -20,8 +20,8 @@ CONSOLIDATION_LOCK_TIMEOUT_SECONDS, then the job fails with `ConsolidationBusy`)
      "duration_ms": int}
 
 While it runs, `progress_key(tenant, workspace)` is a Redis hash {"stage": name, "done": k, "total": 10} (kept ten
-minutes), which memory_stats reports as `consolidationRunning`; each finished run's result is its row in
-agent_memory.consolidation_runs (memory_stats' `lastConsolidation`).
+minutes; stage "done" or "failed" once it ended), which memory_stats reports as `consolidationRunning`; each
+finished run's result is its row in agent_memory.consolidation_runs (memory_stats' `lastConsolidation`).
 """
 
 from __future__ import annotations

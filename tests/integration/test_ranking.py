@@ -66,6 +66,10 @@ async def test_changed_weights_rebuild_l1_once_at_start(servers, tmp_path):
     async with own_redis(servers, tmp_path / "valkey", MEMORY_CONFIG=json.dumps(config)) as again:
         redis = again.app.state.l1_redis
         # the keeper's first pass rebuilds (usually before start returns)
-        await eventually(lambda: redis.exists(layout.READY_KEY), 10, "the rebuild under the new weights")
-        assert (await redis.get(layout.READY_KEY)).decode() == layout.ready_value((1.0, 0.0))
+
+        async def ready_under_new_weights():
+            marker = await redis.get(layout.READY_KEY)
+            return marker is not None and marker.decode() == layout.ready_value((1.0, 0.0))
+
+        await eventually(ready_under_new_weights, 10, "the rebuild under the new weights")
         assert await redis.zscore(key, oldest) == pytest.approx(0.9, abs=1e-6)  # importance is a float4

@@ -9,7 +9,6 @@ Measured, not timed: auto_explain reports each statement's plan with the rows ev
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -21,6 +20,7 @@ from memento_memory_api.repositories import fragments as repo
 from memento_memory_api.uow import Scope
 from memento_shared.db.rls import set_principal
 from tests.fixtures.rows import store_fragments
+from tests.fixtures.waiting import eventually, truthy
 
 BIG = 3000  # the other tenant's rows, every one matching the searches below
 SMALL = 20  # the caller's rows, none matching
@@ -77,10 +77,9 @@ async def _statements(conn, plans: list[dict]) -> list[tuple[str, float]]:
     """(statement, rows of `fragments` read) for each statement so far that scanned `fragments`. Log messages reach
     listeners through the event loop, so a last marker statement says when all have arrived."""
     await conn.execute("SELECT 'end of plans'")
-    for _ in range(100):
-        if plans and "end of plans" in plans[-1]["Query Text"]:
-            break
-        await asyncio.sleep(0.01)
+    await eventually(
+        lambda: truthy(plans and "end of plans" in plans[-1]["Query Text"]), 10, "auto_explain's plans", interval=0.01
+    )
     scans = [(plan["Query Text"].strip()[:70], fragment_scans(plan["Plan"])) for plan in plans]
     return [(text, sum(rows)) for text, rows in scans if rows]
 

@@ -45,7 +45,10 @@ async def tenant_lock(
                 await on_wait()
             try:
                 await conn.execute(f"SET lock_timeout = {max(1, int(wait_s * 1000))}")
-                await conn.execute("SELECT pg_advisory_lock(hashtextextended($1, 0))", _lock_key(tenant_id))
+                # the pool's command timeout (DB_QUERY_TIMEOUT) must not end a wait the lock timeout allows
+                await conn.execute(
+                    "SELECT pg_advisory_lock(hashtextextended($1, 0))", _lock_key(tenant_id), timeout=wait_s + 5
+                )
                 got = True
             except asyncpg.LockNotAvailableError:
                 got = False
@@ -104,6 +107,10 @@ async def run_consolidation(
                 following = STAGES[index + 1] if index + 1 < len(STAGES) else "done"
                 finished = (progress_id, f"stage {index + 1}/{len(STAGES)} {name}: {counts[name]}")
                 await _progress(rt, tenant_id, workspace, index + 1, following, finished)
+        except BaseException:
+            # memory_stats must not report a failed run as running (the hash would outlive it by PROGRESS_TTL_S)
+            await _progress(rt, tenant_id, workspace, len(counts), "failed")
+            raise
         finally:
             await l1.settle(ctx)  # also after a stage failed: one that deleted fragments may have left L1 behind
         result = {

@@ -10,7 +10,7 @@ from memento_memory_api.context import ToolContext
 from memento_memory_api.repositories import fragments as repo
 from memento_memory_api.tools.registry import handles
 from memento_shared.consolidation import JOB_NAME as CONSOLIDATE_JOB
-from memento_shared.consolidation import progress_key
+from memento_shared.consolidation import STAGES, progress_key
 from memento_shared.errors import ErrorCode, MementoError, not_found
 from memento_shared.events import queue_key
 from memento_shared.tools.fragments import GraphExploreArgs, NoArgs
@@ -48,23 +48,24 @@ def _run(row) -> dict[str, Any] | None:
         "trigger": row["trigger"],
         "startedAt": row["started_at"].isoformat(),
         "finishedAt": row["finished_at"].isoformat(),
-        "stages": row["stages"] or {},
+        # jsonb keeps object keys in its own order: the stages are given back in the pipeline's
+        "stages": {name: row["stages"][name] for name in STAGES if name in (row["stages"] or {})},
     }
 
 
 async def _running_consolidation(ctx: ToolContext) -> dict[str, int | str] | None:
     """The consolidator's progress hash for this workspace (memento_shared.consolidation), while a run is going.
-    Best effort: without the queue's Redis the stats still answer, without this part."""
-    if ctx.queue is None:
+    Best effort: without Redis the stats still answer, without this part."""
+    if ctx.redis is None:
         return None
     try:
-        raw = await ctx.queue.hgetall(progress_key(ctx.scope.tenant_id, ctx.scope.workspace))
-    except Exception:
+        raw = await ctx.redis.hgetall(progress_key(ctx.scope.tenant_id, ctx.scope.workspace))
+        progress = {k.decode(): v.decode() for k, v in raw.items()}
+        if not progress or progress.get("stage") in ("done", "failed"):
+            return None
+        return {"stage": progress["stage"], "done": int(progress["done"]), "total": int(progress["total"])}
+    except Exception:  # Redis away or slow (REDIS_TIMEOUT_SECONDS), or a hash of another shape
         return None
-    progress = {k.decode(): v.decode() for k, v in raw.items()}
-    if not progress or progress.get("stage") == "done":
-        return None
-    return {"stage": progress["stage"], "done": int(progress["done"]), "total": int(progress["total"])}
 
 
 @handles("memory_consolidate")
