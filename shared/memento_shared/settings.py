@@ -78,6 +78,8 @@ class Settings(BaseSettings):
     redis_url_env: str | None = Field(None, alias="REDIS_URL")
     # Seed 000 defaults this to false; Memento's queues need Redis, so here it only switches L1 and caching.
     redis_enabled: bool = Field(True, alias="REDIS_ENABLED")
+    # how long memory-api waits for Redis on a request (L1, working memory) before it goes on without it
+    redis_timeout_s: float = Field(1.0, alias="REDIS_TIMEOUT_SECONDS", gt=0, le=30)
     redis_sentinel_enabled: bool = Field(False, alias="REDIS_SENTINEL_ENABLED")
     redis_host: str = Field("localhost", alias="REDIS_HOST")
     redis_port: int = Field(6379, alias="REDIS_PORT")

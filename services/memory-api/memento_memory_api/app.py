@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator
 
 import asyncpg
 from fastapi import FastAPI
+from redis.asyncio import Redis
 
 from memento_memory_api import tools  # noqa: F401  (binds the handlers)
 from memento_memory_api.access import AccessRecorder
@@ -97,11 +98,20 @@ async def shutdown(state) -> None:
     await _bounded("access_flush", state.access.stop())
     await _bounded("embedder_client", state.embedder.aclose())
     await _bounded("queue", state.queue.aclose())
+    if state.l1_redis is not None:
+        await _bounded("request_redis", state.l1_redis.aclose())
     try:
         await asyncio.wait_for(state.pool.close(), SHUTDOWN_STEP_SECONDS)
     except TimeoutError:
         log.warning("shutdown.step_timed_out", extra={"step": "pool"})
         state.pool.terminate()  # a connection was never given back: close them all without waiting
+
+
+def request_redis(settings: Settings) -> Redis:
+    """Redis for the work on a request's path (L1, working memory): one that stops answering costs a call at most
+    REDIS_TIMEOUT_SECONDS before it goes on without (L1 skipped, §9.1), never a hang."""
+    timeout = settings.redis_timeout_s
+    return Redis.from_url(settings.redis_url, socket_connect_timeout=timeout, socket_timeout=timeout)
 
 
 def create_app(settings: Settings) -> FastAPI:
@@ -115,7 +125,7 @@ def create_app(settings: Settings) -> FastAPI:
         state.pool = await create_pool(settings, "memory-api", transaction_state_only=True)
         await assert_not_privileged(state.pool)
         state.queue = await create_queue_pool(settings)
-        state.l1_redis = state.queue if settings.redis_enabled else None
+        state.l1_redis = request_redis(settings) if settings.redis_enabled else None
         state.embedder = EmbeddingClient(settings.embedder_url)
         state.profile = await load_active_profile(state.pool)
         state.profile_watch = ProfileWatch(state, settings.database_url)

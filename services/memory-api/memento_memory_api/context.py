@@ -43,7 +43,11 @@ class ToolContext:
         return l1_layout.weights(self.settings.memory_config)
 
     def l1_trusted(self) -> bool:
-        return self.l1 is None or not self.l1.out_of_step
+        return self.l1 is None or self.l1.readable
+
+    def l1_read_failed(self) -> None:
+        if self.l1 is not None:
+            self.l1.read_failed()
 
     def visible_agents(self) -> list[str] | None:
         """Agent namespaces this call reads: its own and 'default'; None (all) for admin access."""

@@ -33,10 +33,10 @@ async def recall(ctx: ToolContext, args: RecallArgs) -> dict[str, Any]:
     embedding = asyncio.create_task(_query_vector(ctx, args.text)) if args.text else None
     l1_read = None
     # L1 is keyed by agent namespace (admin reads span every agent), and skipped while a lost write may have left it
-    # out of step (recall.l1.L1Keeper): L2 answers meanwhile
+    # out of step or a read has just failed (recall.l1.L1Keeper): L2 answers meanwhile
     if keywords and agents is not None and ctx.l1_trusted():
         l1_read = asyncio.create_task(
-            l1.lookup(ctx.redis, scope.tenant_id, scope.workspace, agents, keywords, CANDIDATES)
+            l1.lookup(ctx.redis, scope.tenant_id, scope.workspace, agents, keywords, CANDIDATES, ctx.l1_read_failed)
         )
     try:
         async with ctx.uow(scope) as uow:

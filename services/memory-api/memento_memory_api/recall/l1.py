@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable, Sequence
 
 import asyncpg
@@ -27,6 +28,7 @@ from memento_shared.db.rls import set_system
 
 log = logging.getLogger(__name__)
 REBUILD_BATCH = 5000
+READ_PAUSE_S = 5.0
 
 
 async def index(
@@ -77,10 +79,17 @@ async def unindex(
 
 
 async def lookup(
-    redis: Redis | None, tenant_id: str, workspace: str, agents: list[str], keywords: list[str], limit: int
+    redis: Redis | None,
+    tenant_id: str,
+    workspace: str,
+    agents: list[str],
+    keywords: list[str],
+    limit: int,
+    on_failure: Callable[[], None] | None = None,
 ) -> list[str] | None:
     """The best `limit` ids holding every keyword, per visible agent namespace; None when L1 is unavailable or
-    incomplete. One keyword reads the top of its sorted set; several intersect them (smallest set first)."""
+    incomplete. One keyword reads the top of its sorted set; several intersect them (smallest set first).
+    `on_failure` is told when Redis errs."""
     if redis is None or not keywords:
         return None
     try:
@@ -95,6 +104,8 @@ async def lookup(
             ready, *results = await pipe.execute()
     except (RedisError, OSError) as exc:
         log.warning("l1.lookup_failed", extra={"error_type": type(exc).__name__})
+        if on_failure is not None:
+            on_failure()
         return None
     if not ready:
         return None
@@ -210,8 +221,19 @@ class L1Keeper:
         self.interval = interval
         self.weights = weights
         self.out_of_step = False  # a write failed and the ready marker has not been dropped yet
+        self._reads_paused_until = 0.0  # monotonic time: a read failed, so reads wait a little before trying again
         self._failures = 0  # writes lost so far: one lost while an invalidation is in flight needs another
         self._task: asyncio.Task | None = None
+
+    @property
+    def readable(self) -> bool:
+        """Whether a recall may read L1 now: in step, and no read has failed in the last READ_PAUSE_S."""
+        return not self.out_of_step and time.monotonic() >= self._reads_paused_until
+
+    def read_failed(self) -> None:
+        """A read failed (Redis refused, or did not answer within REDIS_TIMEOUT_SECONDS): L2 answers recalls for a
+        few seconds, rather than each of them paying for the failure again. Only reads: a write is always tried."""
+        self._reads_paused_until = time.monotonic() + READ_PAUSE_S
 
     def write_failed(self) -> None:
         """An L1 write was lost: skip L1 here now, and have every replica skip it until it is rebuilt."""

@@ -1,0 +1,52 @@
+"""A Valkey that stops answering (paused, or a network that drops packets without a reset) is not one that is down:
+nothing refuses the connection, so a client without a read timeout waits for good. Recall and remember go on
+without it (§9.1). The bounds below only catch a hang; they time nothing."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+
+from memento_shared.l1 import READY_KEY
+from tests.fixtures.own_redis import own_redis
+from tests.fixtures.waiting import eventually
+
+HANG = 20  # seconds: far above REDIS_TIMEOUT_SECONDS, so only a call that waits for Redis for good reaches it
+
+
+@contextlib.contextmanager
+def paused(process_id: int):
+    os.kill(process_id, signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        os.kill(process_id, signal.SIGCONT)
+
+
+async def test_recall_and_remember_answer_while_redis_does_not(servers, tmp_path):
+    async with own_redis(servers, tmp_path / "valkey", REDIS_TIMEOUT_SECONDS="0.5") as own:
+        keeper = own.app.state.l1_keeper
+        args = {"content": "the ingest queue drains nightly", "topic": "t", "type": "fact", "keywords": ["ingest"]}
+        stored = (await own.call("remember", args))["result"]["id"]
+        with paused(own.valkey.pid):
+            found = await asyncio.wait_for(own.call("recall", {"keywords": ["ingest"]}), HANG)
+            assert [(f["id"], f["tier"]) for f in found["result"]["fragments"]] == [(stored, "L2")]
+            assert not keeper.readable, "a failed read pauses L1 reads, so the next recalls do not wait for it"
+            again = await asyncio.wait_for(own.call("recall", {"keywords": ["ingest"]}), HANG)
+            assert [f["tier"] for f in again["result"]["fragments"]] == ["L2"]
+            during = {**args, "content": "stored while valkey did not answer"}
+            written = await asyncio.wait_for(own.call("remember", during), HANG)
+            assert written["result"]["created"] is True
+            assert keeper.out_of_step, "the lost L1 write is known"
+        # answering again: the keeper rebuilds L1 from Postgres, with the fragment stored meanwhile
+
+        async def served_by_l1():
+            if keeper.out_of_step or not await own.app.state.l1_redis.exists(READY_KEY) or not keeper.readable:
+                return None
+            answer = await own.call("recall", {"keywords": ["ingest"]})
+            tiers = {f["id"]: f["tier"] for f in answer["result"]["fragments"]}
+            return tiers if tiers == {stored: "L1", written["result"]["id"]: "L1"} else None
+
+        await eventually(served_by_l1, 60, "L1 rebuilt with the fragment stored while Redis hung")
