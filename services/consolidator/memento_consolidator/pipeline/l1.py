@@ -1,18 +1,19 @@
 """Deleted fragments leave the L1 keyword sets too. A removal Redis fails is not fatal to the run, but L1 must not
 go on serving ids Postgres no longer has (with its data kept, a restarted Redis would still say L1 is complete): the
 ready marker is dropped so memory-api rebuilds L1 from Postgres, now if Redis answers, else at the end of the run (and
-after it, in the background, while Redis stays away)."""
+after it, in the background, until Redis answers or this process stops)."""
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 
 from memento_consolidator.pipeline.context import StageContext
 from memento_shared import l1
 
 log = logging.getLogger(__name__)
-RETRY_DELAYS_S = (0.5, 1, 2, 4, 8, 15)  # the end-of-run retries: about half a minute for Redis to come back
+RETRY_DELAYS_S = (0.5, 1, 2, 4, 8, 15)  # the end-of-run retries; after them, every last delay until Redis answers
 
 
 async def forget(ctx: StageContext, rows) -> None:
@@ -45,9 +46,10 @@ _retrying: set[asyncio.Task] = set()
 
 
 async def _retry(ctx: StageContext, delays: tuple[float, ...]) -> None:
-    for delay in delays:
-        await asyncio.sleep(delay)
+    for attempt in itertools.count():
+        await asyncio.sleep(delays[min(attempt, len(delays) - 1)])
         if await l1.invalidate(ctx.redis):
             ctx.l1_out_of_step = False
             return
-    log.error("consolidation.l1_out_of_step", extra={"tenant_id": ctx.tenant_id, "workspace": ctx.workspace})
+        if attempt == len(delays) - 1:  # said once: L1 may serve deleted ids until Redis answers
+            log.error("consolidation.l1_out_of_step", extra={"tenant_id": ctx.tenant_id, "workspace": ctx.workspace})
