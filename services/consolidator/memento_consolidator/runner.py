@@ -105,8 +105,8 @@ async def run_consolidation(
                 CONSOLIDATION_STAGE_SECONDS.labels(name).observe(elapsed)
                 CONSOLIDATION_ITEMS.labels(name).inc(counts[name])
                 following = STAGES[index + 1] if index + 1 < len(STAGES) else "done"
-                finished = (progress_id, f"stage {index + 1}/{len(STAGES)} {name}: {counts[name]}")
-                await _progress(rt, tenant_id, workspace, index + 1, following, finished)
+                message = f"stage {index + 1}/{len(STAGES)} {name}: {counts[name]}"
+                await _progress(rt, tenant_id, workspace, index + 1, following, progress_id, message)
         except BaseException:
             # memory_stats must not report a failed run as running (the hash would outlive it by PROGRESS_TTL_S)
             await _progress(rt, tenant_id, workspace, len(counts), "failed")
@@ -155,17 +155,23 @@ async def _close_run(pool: asyncpg.Pool, tenant_id: str, workspace: str, run_id:
 
 
 async def _progress(
-    rt: Runtime, tenant_id: str, workspace: str, done: int, stage: str, finished: tuple[str | None, str] | None = None
+    rt: Runtime,
+    tenant_id: str,
+    workspace: str,
+    done: int,
+    stage: str,
+    progress_id: str | None = None,
+    message: str = "",
 ) -> None:
-    """The workspace's progress hash (the stage running, or "done"), and with `finished` (the caller's progress id and
-    what the stage did) the caller's progress channel: one round trip per stage."""
+    """The workspace's progress hash (the stage running, "done" or "failed"), and with the caller's `progress_id`
+    what the stage did on the caller's progress channel: one round trip per stage."""
     key = progress_key(tenant_id, workspace)
     try:
         async with rt.redis.pipeline(transaction=False) as pipe:
             pipe.hset(key, mapping={"stage": stage, "done": done, "total": len(STAGES)})
             pipe.expire(key, PROGRESS_TTL_S)
-            if finished is not None and finished[0] is not None:
-                progress.queue_report(pipe, finished[0], done, len(STAGES), finished[1])
+            if progress_id is not None:
+                progress.queue_report(pipe, progress_id, done, len(STAGES), message)
             await pipe.execute()
     except Exception:  # progress is a courtesy; the run goes on without Redis
         log.debug("consolidation.progress_unavailable")

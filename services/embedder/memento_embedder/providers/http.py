@@ -25,30 +25,31 @@ class EmbeddingsApi:
         raise NotImplementedError
 
     async def embed(self, texts: list[str], input_type: InputType) -> np.ndarray:
-        vectors = await post_embeddings(self._client, self.name, self._url, self._api_key, self.body(texts, input_type))
-        return to_matrix(vectors, len(texts), self.dimension)
+        return to_matrix(await self._post(self.body(texts, input_type)), len(texts), self.dimension)
 
     async def aclose(self) -> None:
         await self._client.aclose()
 
-
-async def post_embeddings(client: httpx.AsyncClient, provider: str, url: str, api_key: str, body: dict) -> list:
-    """The `data[].embedding` lists of an OpenAI-shaped answer, in input order."""
-    try:
-        response = await client.post(url, json=body, headers={"Authorization": f"Bearer {api_key}"})
-    except httpx.TimeoutException as exc:
-        raise ProviderError(f"{provider} timed out", error_type="timeout") from exc
-    except httpx.HTTPError as exc:
-        raise ProviderError(f"{provider} unreachable", error_type="connection") from exc
-    if response.status_code != 200:
-        raise ProviderError(
-            f"{provider} answered {response.status_code}",
-            error_type=error_type_for(response.status_code),
-            status=response.status_code,
-            retry_after=parse_retry_after(response.headers.get("retry-after")),
-        )
-    try:
-        data = response.json()["data"]
-        return [item["embedding"] for item in sorted(data, key=lambda d: d.get("index", 0))]
-    except (ValueError, KeyError, TypeError) as exc:
-        raise ProviderError(f"{provider} sent an unexpected body", error_type="bad_response") from exc
+    async def _post(self, body: dict) -> list:
+        """The `data[].embedding` lists of an OpenAI-shaped answer, in input order."""
+        provider = self.name
+        try:
+            response = await self._client.post(
+                self._url, json=body, headers={"Authorization": f"Bearer {self._api_key}"}
+            )
+        except httpx.TimeoutException as exc:
+            raise ProviderError(f"{provider} timed out", error_type="timeout") from exc
+        except httpx.HTTPError as exc:
+            raise ProviderError(f"{provider} unreachable", error_type="connection") from exc
+        if response.status_code != 200:
+            raise ProviderError(
+                f"{provider} answered {response.status_code}",
+                error_type=error_type_for(response.status_code),
+                status=response.status_code,
+                retry_after=parse_retry_after(response.headers.get("retry-after")),
+            )
+        try:
+            data = response.json()["data"]
+            return [item["embedding"] for item in sorted(data, key=lambda d: d.get("index", 0))]
+        except (ValueError, KeyError, TypeError) as exc:
+            raise ProviderError(f"{provider} sent an unexpected body", error_type="bad_response") from exc

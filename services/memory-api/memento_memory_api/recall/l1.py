@@ -31,6 +31,12 @@ REBUILD_BATCH = 5000
 READ_PAUSE_S = 5.0
 
 
+def _failed(event: str, exc: Exception, on_failure: Callable[[], None] | None) -> None:
+    log.warning(event, extra={"error_type": type(exc).__name__})
+    if on_failure is not None:
+        on_failure()
+
+
 async def index(
     redis: Redis | None,
     tenant_id: str,
@@ -55,9 +61,7 @@ async def index(
                 pipe.zadd(layout.key(tenant_id, workspace, agent_id, keyword), {fragment_id: score})
             await pipe.execute()
     except (RedisError, OSError) as exc:
-        log.warning("l1.index_failed", extra={"error_type": type(exc).__name__})
-        if on_failure is not None:
-            on_failure()
+        _failed("l1.index_failed", exc, on_failure)
 
 
 async def unindex(
@@ -73,9 +77,7 @@ async def unindex(
         await layout.remove(redis, tenant_id, workspace, agent_id, fragment_id, keywords)
     except (RedisError, OSError) as exc:
         # a forgotten id left in a sorted set can take one of the few top places a one-keyword recall reads
-        log.warning("l1.unindex_failed", extra={"error_type": type(exc).__name__})
-        if on_failure is not None:
-            on_failure()
+        _failed("l1.unindex_failed", exc, on_failure)
 
 
 async def lookup(
@@ -103,9 +105,7 @@ async def lookup(
                     pipe.zinter(keys, aggregate="MAX")
             ready, *results = await pipe.execute()
     except (RedisError, OSError) as exc:
-        log.warning("l1.lookup_failed", extra={"error_type": type(exc).__name__})
-        if on_failure is not None:
-            on_failure()
+        _failed("l1.lookup_failed", exc, on_failure)
         return None
     if not ready:
         return None
