@@ -120,7 +120,7 @@ class Settings(BaseSettings):
     worker_job_expiry_s: float = Field(30 * 86400.0, alias="WORKER_JOB_EXPIRY_SECONDS", gt=0)
     outbox_batch_size: int = Field(500, alias="OUTBOX_BATCH_SIZE")
     outbox_poll_interval_s: float = Field(1.0, alias="OUTBOX_POLL_INTERVAL_SECONDS")
-    # published events are deleted after this long (0: kept for ever); unpublished ones are never
+    # published events created longer ago than this are deleted (0: kept for ever); unpublished ones are never
     outbox_retention_hours: float = Field(168.0, alias="OUTBOX_RETENTION_HOURS", ge=0)
     # after a NOTIFY, wait this long for more commits before claiming: one round for many events under load
     outbox_gather_s: float = Field(0.01, alias="OUTBOX_GATHER_SECONDS", ge=0, le=1)

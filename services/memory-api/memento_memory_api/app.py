@@ -136,7 +136,9 @@ def create_app(settings: Settings) -> FastAPI:
         state.access.start()
         state.relay = Relay(state.pool, state.queue, settings.database_url, settings=settings)
         state.relay.start()
-        state.l1_keeper = L1Keeper(state.l1_redis, state.pool, weights=l1_layout.weights(settings.memory_config))
+        # the rebuild's long pipelines run in the background on the queue's client, not under REDIS_TIMEOUT_SECONDS
+        keeper_redis = state.queue if settings.redis_enabled else None
+        state.l1_keeper = L1Keeper(keeper_redis, state.pool, weights=l1_layout.weights(settings.memory_config))
         await state.l1_keeper.start()
         log.info("memory_api.started", extra={"profile": state.profile.id})
         try:

@@ -202,8 +202,9 @@ class Relay:
             self.running = False
 
     async def prune(self) -> int:
-        """Delete events published more than OUTBOX_RETENTION_HOURS ago, a batch per transaction, so the outbox holds
-        what is owed and recent history rather than every event ever written."""
+        """Delete published events created more than OUTBOX_RETENTION_HOURS ago (created_at is the indexed column), a
+        batch per transaction, so the outbox holds what is owed and recent history rather than every event ever
+        written."""
         deleted = 0
         try:
             while True:
