@@ -14,6 +14,7 @@ from memento_gateway.mcp.call import Call
 from memento_gateway.mcp.sessions import Session
 from memento_shared import progress
 from memento_shared.principal import Principal
+from tests.fixtures.waiting import eventually, truthy
 
 PRINCIPAL = Principal(tenant_id="t", workspaces=("default",), agents=("a",), scopes=("read",), subject="s")
 
@@ -58,9 +59,9 @@ async def test_a_fractional_step_is_relayed_between_the_start_and_the_first_step
 
     async def work() -> str:
         await progress.report(redis_client, tracker.id, 0.5, 2, "waiting")
-        await asyncio.sleep(relay.POLL_S * 1.6)
+        await eventually(lambda: truthy(len(sent) == 2), 10, "the half step relayed")
         await progress.report(redis_client, tracker.id, 1, 2, "step 1")
-        await asyncio.sleep(relay.POLL_S * 1.6)
+        await eventually(lambda: truthy(len(sent) == 3), 10, "the first step relayed")
         return "answer"
 
     await tracker.start("started")

@@ -17,6 +17,7 @@ import pytest
 from memento_embedder.batching import Batcher
 from memento_embedder.providers.base import ProviderError
 from memento_embedder.providers.offline import OfflineProvider
+from tests.fixtures.waiting import eventually, truthy
 
 
 async def test_a_query_overtakes_a_document_batch_in_progress():
@@ -159,11 +160,20 @@ async def test_without_a_query_lane_the_shared_thread_keeps_its_priority():
 class SlowDocuments(OfflineProvider):
     """The real offline model, whose calls for a text starting "slow" take SLOW_S longer (in the document process)."""
 
+    def __init__(self, threads: int = 1, marker: str | None = None) -> None:
+        super().__init__(threads)
+        self.marker = marker  # a file the slow call creates as it starts: the test's sign it is in progress
+
     def replica(self) -> SlowDocuments:
-        return SlowDocuments(self.threads)
+        return SlowDocuments(self.threads, self.marker)
+
+    def __reduce__(self):
+        return type(self), (self.threads, self.marker)
 
     def embed(self, texts, input_type):
         if texts[0].startswith("slow"):
+            if self.marker:
+                open(self.marker, "w").close()
             time.sleep(SLOW_S)
         return super().embed(texts, input_type)
 
@@ -171,14 +181,15 @@ class SlowDocuments(OfflineProvider):
 SLOW_S = 1.5
 
 
-async def test_closing_waits_for_the_document_process_without_blocking_the_event_loop():
+async def test_closing_waits_for_the_document_process_without_blocking_the_event_loop(tmp_path):
     """Shutdown waits for the child's call in progress (no process outlives the embedder), but other shutdown work
     on the loop (the worker's HTTP side, in-flight jobs going back to the queue) goes on meanwhile."""
-    batcher = Batcher(SlowDocuments(threads=1), max_batch=4, window_s=0.0, document_niceness=5)
+    marker = tmp_path / "slow-call-started"
+    batcher = Batcher(SlowDocuments(threads=1, marker=str(marker)), max_batch=4, window_s=0.0, document_niceness=5)
     await batcher.embed_document("a document that starts the process")
     child = document_process()
     slow = asyncio.create_task(batcher.embed_document("slow document"))
-    await asyncio.sleep(0.3)  # the child is in the slow call
+    await eventually(lambda: truthy(marker.exists()), 30, "the child to be in the slow call", interval=0.01)
     ticks = 0
 
     async def ticker() -> None:

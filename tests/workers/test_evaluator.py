@@ -4,6 +4,7 @@ success, persistent failure to a dead letter and its replay, and the per-provide
 
 from __future__ import annotations
 
+import contextlib
 import email.utils
 import time
 
@@ -187,10 +188,14 @@ def _event(fragment_id: str) -> dict:
     return {"payload": {"fragment_id": fragment_id}, "event_type": "fragment.stored"}
 
 
+@contextlib.asynccontextmanager
 async def _evaluator_runtime(wenv, scorer):
     rt = await open_runtime("evaluator", wenv.settings(), 4)
     rt.state["scorer"] = scorer
-    return rt
+    try:
+        yield rt
+    finally:
+        await close_runtime(rt)
 
 
 async def test_an_amend_of_the_topic_while_scoring_does_not_drop_the_score(wenv, tenant):
@@ -201,11 +206,8 @@ async def test_an_amend_of_the_topic_while_scoring_does_not_drop_the_score(wenv,
         "UPDATE agent_memory.fragments SET topic = 'renamed', updated_at = now() WHERE id = $1",
         frag_id,
     )
-    rt = await _evaluator_runtime(wenv, scorer)
-    try:
+    async with _evaluator_runtime(wenv, scorer) as rt:
         await evaluate_fragment(_event(frag_id), rt)
-    finally:
-        await close_runtime(rt)
     row = (await _scores(wenv.owner, [frag_id]))[frag_id]
     assert len(scorer.seen) == 1
     assert row["quality_score"] == pytest.approx((await OfflineScorer().score(scorer.seen[0])).quality)
@@ -225,14 +227,11 @@ async def test_an_amend_of_the_content_while_scoring_keeps_the_stale_score_out(w
         VAGUE,
         "hash-of-the-amended-content",
     )
-    rt = await _evaluator_runtime(wenv, scorer)
-    try:
+    async with _evaluator_runtime(wenv, scorer) as rt:
         await evaluate_fragment(_event(frag_id), rt)
         assert (await _scores(wenv.owner, [frag_id]))[frag_id]["quality_score"] is None, "scored the old content"
         # the content amend's own event scores the new content
         await evaluate_fragment({"payload": {"fragment_id": frag_id}, "event_type": "fragment.amended"}, rt)
-    finally:
-        await close_runtime(rt)
     assert [f.content for f in scorer.seen] == [SPECIFIC, VAGUE]
     row = (await _scores(wenv.owner, [frag_id]))[frag_id]
     assert row["quality_score"] == pytest.approx((await OfflineScorer().score(scorer.seen[1])).quality)
@@ -245,12 +244,9 @@ async def test_an_anchor_keeps_its_utility_score_and_gets_its_quality_score(wenv
         "UPDATE agent_memory.fragments SET is_anchor = true, utility_score = 0.777 WHERE id = $1", anchor
     )
     await wenv.owner.execute("UPDATE agent_memory.fragments SET utility_score = 0.777 WHERE id = $1", plain)
-    rt = await _evaluator_runtime(wenv, OfflineScorer())
-    try:
+    async with _evaluator_runtime(wenv, OfflineScorer()) as rt:
         for frag_id in (anchor, plain):
             await evaluate_fragment(_event(frag_id), rt)
-    finally:
-        await close_runtime(rt)
     scores = await _scores(wenv.owner, [anchor, plain])
     assert scores[anchor]["quality_score"] is not None and scores[anchor]["verified_at"] is not None
     assert scores[anchor]["utility_score"] == pytest.approx(0.777), "an anchor's utility is left alone"
