@@ -11,13 +11,11 @@ from __future__ import annotations
 import contextlib
 from collections.abc import AsyncIterator
 
-import httpx
 import numpy as np
 import pytest
 from pgvector.asyncpg import register_vector
 
-from memento_memory_api.app import create_app
-from tests.fixtures.apps import MemoryApi
+from tests.fixtures.apps import MemoryApi, memory_api_on
 from tests.fixtures.loopback.server import Loopback
 
 DIM = 384
@@ -49,11 +47,8 @@ def embedder() -> Loopback:
 @contextlib.asynccontextmanager
 async def memory_api_with(servers, **env: str) -> AsyncIterator[MemoryApi]:
     with embedder() as loopback:
-        settings = servers.settings(EMBEDDER_URL=loopback.url, **env)
-        app = create_app(settings)
-        async with app.router.lifespan_context(app):
-            async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://m") as client:
-                yield MemoryApi(client, app, settings.internal_secret)
+        async with memory_api_on(servers.settings(EMBEDDER_URL=loopback.url, **env)) as api:
+            yield api
 
 
 # the plans a recall's vector side gets, by the exact-scan limit: ~70 vectors against 10000 (a small partition,

@@ -6,11 +6,9 @@ profile is an OpenAI-compatible server on loopback, driven through the `openai` 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import secrets
 
 import asyncpg
-import httpx
 import numpy as np
 import pytest
 
@@ -18,11 +16,10 @@ from memento_devtools.embedded import free_port
 from memento_embedder import profiles, service
 from memento_embedder.api import ROUTES
 from memento_embedder.handlers import HANDLERS
-from memento_memory_api.app import create_app
 from memento_shared.db.migrate import migrate
 from memento_shared.db.rls import set_system
 from memento_shared.settings import Settings
-from tests.fixtures.apps import MemoryApi
+from tests.fixtures.apps import memory_api_on
 from tests.fixtures.loopback.embeddings import hashed_vector, openai_server
 from tests.fixtures.servers import APP_PASSWORD
 from tests.fixtures.waiting import eventually
@@ -41,14 +38,6 @@ NOTES = [
     "the acme job writes certificates to the vault",
 ]
 QUERY = "when does the billing cron run"
-
-
-@contextlib.asynccontextmanager
-async def memory_api_on(settings: Settings):
-    app = create_app(settings)
-    async with app.router.lifespan_context(app):
-        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://memory-api") as client:
-            yield MemoryApi(client, app, settings.internal_secret)
 
 
 async def test_profile_switch_rebuilds_in_the_background_and_cuts_over(servers, wenv, tenant):
