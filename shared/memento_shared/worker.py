@@ -28,8 +28,7 @@ from datetime import UTC
 from typing import Any
 
 import asyncpg
-from arq.connections import ArqRedis, RedisSettings
-from arq.connections import create_pool as create_arq_pool
+from arq.connections import ArqRedis
 from arq.constants import in_progress_key_prefix
 from arq.utils import timestamp_ms
 from arq.worker import Function, Retry, Worker, func
@@ -41,6 +40,7 @@ from starlette.applications import Starlette
 from starlette.responses import JSONResponse
 from starlette.routing import BaseRoute, Route
 
+from memento_shared import redis_client
 from memento_shared.db import dead_letters
 from memento_shared.db.pool import create_pool
 from memento_shared.db.rls import set_system
@@ -73,19 +73,39 @@ def job_deserializer(data: bytes) -> Any:
     return json.loads(data)
 
 
-def redis_settings(settings: Settings) -> RedisSettings:
-    return RedisSettings.from_dsn(settings.redis_url)
+# Every queue command has a read timeout above the relay's WAITAOF timeout (5 s), the longest one may rightly take.
+# arq's own create_pool sets none, so a Redis that stops answering (paused, or a network dropping packets without a
+# reset) held every caller for good, the relay inside its Postgres transaction.
+QUEUE_SOCKET_TIMEOUT_S = 15.0
+QUEUE_CONNECT_TIMEOUT_S = 2.0
+QUEUE_CONNECT_TRIES = 5  # at start, one a second (as arq's create_pool): Redis may still be starting
 
 
 async def create_queue_pool(settings: Settings) -> ArqRedis:
     """Redis as arq's queue. Every job enqueued through it (the relay's, a dead letter's replay, the cron's) waits
     WORKER_JOB_EXPIRY_SECONDS for a worker before Redis drops it."""
-    return await create_arq_pool(
-        redis_settings(settings),
+    connections = redis_client.connection_pool(
+        settings.redis_url, timeout=QUEUE_SOCKET_TIMEOUT_S, connect_timeout=QUEUE_CONNECT_TIMEOUT_S
+    )
+    pool = ArqRedis(
+        connections,
         job_serializer=job_serializer,
         job_deserializer=job_deserializer,
         expires_extra_ms=int(settings.worker_job_expiry_s * 1000),
     )
+    pool.auto_close_connection_pool = True  # aclose() closes its connections, as arq's own pool does
+    tries = 1
+    while True:
+        try:
+            await pool.ping()
+            return pool
+        except (RedisError, OSError):
+            if tries == QUEUE_CONNECT_TRIES:
+                await pool.aclose()
+                raise
+            log.warning("redis.connect_retry", extra={"attempt": tries})
+            tries += 1
+            await asyncio.sleep(1)
 
 
 def backoff_seconds(job_try: int, base: float = 1.0, cap: float = 300.0) -> float:

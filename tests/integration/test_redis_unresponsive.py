@@ -9,6 +9,10 @@ import contextlib
 import os
 import signal
 
+import pytest
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from memento_shared import worker
 from memento_shared.l1 import READY_KEY
 from tests.fixtures.own_redis import own_redis
 from tests.fixtures.waiting import eventually
@@ -50,3 +54,15 @@ async def test_recall_and_remember_answer_while_redis_does_not(servers, tmp_path
             return tiers if tiers == {stored: "L1", written["result"]["id"]: "L1"} else None
 
         await eventually(served_by_l1, 60, "L1 rebuilt with the fragment stored while Redis hung")
+
+
+async def test_a_queue_command_gives_up_on_a_redis_that_does_not_answer(servers, tmp_path, monkeypatch):
+    """The relay enqueues inside its Postgres transaction and the workers poll through the same pool: a hang there
+    held a transaction open and a worker frozen for good."""
+    monkeypatch.setattr(worker, "QUEUE_SOCKET_TIMEOUT_S", 0.5)
+    async with own_redis(servers, tmp_path / "valkey") as own:
+        queue = own.app.state.queue
+        with paused(own.valkey.pid):
+            with pytest.raises(RedisTimeoutError):
+                await asyncio.wait_for(queue.zcard("memento:test:queue"), HANG)
+        assert await queue.zcard("memento:test:queue") == 0, "a new connection once Redis answers again"

@@ -7,7 +7,6 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator
 
-import redis.asyncio as aioredis
 from starlette.applications import Starlette
 from starlette.middleware.gzip import GZipMiddleware
 from starlette.routing import Route
@@ -28,6 +27,7 @@ from memento_gateway.oauth.store import OAuthStore
 from memento_gateway.routes.health import health, livez
 from memento_gateway.transports import legacy_sse, streamable_http
 from memento_gateway.upstream import Upstream
+from memento_shared import redis_client
 from memento_shared.http import RequestMetrics
 from memento_shared.settings import Settings
 from memento_shared.telemetry.metrics import metrics_endpoint
@@ -47,7 +47,7 @@ def create_app(settings: Settings) -> Starlette:
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        redis = aioredis.from_url(settings.redis_url, socket_connect_timeout=2, socket_timeout=5)
+        redis = redis_client.client(settings.redis_url, timeout=5, connect_timeout=2)
         inflight = InFlight()
         upstream = Upstream(settings.memory_api_url, settings.internal_secret, settings.upstream_timeout_s)
         keys = ApiKeys(upstream)

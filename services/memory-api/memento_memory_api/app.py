@@ -21,7 +21,7 @@ from memento_memory_api.recall.vector import PartitionVerdicts
 from memento_memory_api.routes import health, keys
 from memento_memory_api.routes import tools as tool_routes
 from memento_memory_api.uow import UnitOfWorkFactory
-from memento_shared import background
+from memento_shared import background, redis_client
 from memento_shared import l1 as l1_layout
 from memento_shared.consolidation import utility_half_life_days
 from memento_shared.db.pool import assert_not_privileged, create_pool
@@ -110,8 +110,7 @@ async def shutdown(state) -> None:
 def request_redis(settings: Settings) -> Redis:
     """Redis for the work on a request's path (L1, working memory): one that stops answering costs a call at most
     REDIS_TIMEOUT_SECONDS before it goes on without (L1 skipped, §9.1), never a hang."""
-    timeout = settings.redis_timeout_s
-    return Redis.from_url(settings.redis_url, socket_connect_timeout=timeout, socket_timeout=timeout)
+    return redis_client.client(settings.redis_url, timeout=settings.redis_timeout_s)
 
 
 def create_app(settings: Settings) -> FastAPI:
