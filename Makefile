@@ -23,7 +23,8 @@ install: $(STAMP) ## create .venv and install every service, the library and the
 run: $(STAMP) ## start the whole system on embedded Postgres+pgvector and Valkey
 	$(BIN)/python -m memento_devtools.launcher
 
-test: $(STAMP) ## set up and run every test against embedded Postgres and Valkey
+test: $(STAMP) ## set up, lint (ruff: a second), and run every test against embedded Postgres and Valkey
+	$(BIN)/ruff check --quiet . && $(BIN)/ruff format --check --quiet .
 	$(BIN)/python -m pytest
 
 test-unit: $(STAMP) ## only the tests that need no servers

@@ -238,7 +238,8 @@ async def handle_event(ctx: dict, envelope: dict) -> None:
                 "memento.event_type": event_type,
             },
         ):
-            await asyncio.wait_for(handler(envelope, rt), ctx["job_timeout"])
+            async with asyncio.timeout(ctx["job_timeout"]):
+                await handler(envelope, rt)
         EVENT_PROCESSING.labels(event_type, "ok").observe(time.perf_counter() - started)
     except Exception as exc:
         JOB_FAILURES.labels(rt.name, event_type).inc()
@@ -357,7 +358,8 @@ async def _health(request) -> JSONResponse:
     except Exception:
         checks["postgres"] = "down"
     try:
-        await asyncio.wait_for(rt.redis.ping(), 2)
+        async with asyncio.timeout(2):
+            await rt.redis.ping()
     except Exception:
         checks["redis"] = "down"
     ok = checks["postgres"] == "up"

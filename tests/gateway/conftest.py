@@ -46,7 +46,8 @@ class Running:
     async def stop(self) -> None:
         self.server.should_exit = True
         try:
-            await asyncio.wait_for(asyncio.shield(self.task), 5)
+            async with asyncio.timeout(5):
+                await asyncio.shield(self.task)
         except TimeoutError:  # a stream a test left open: do not wait for the graceful period
             self.server.force_exit = True
             await self.task

@@ -35,13 +35,16 @@ async def test_recall_and_remember_answer_while_redis_does_not(servers, tmp_path
         args = {"content": "the ingest queue drains nightly", "topic": "t", "type": "fact", "keywords": ["ingest"]}
         stored = (await own.call("remember", args))["result"]["id"]
         with paused(own.valkey.pid):
-            found = await asyncio.wait_for(own.call("recall", {"keywords": ["ingest"]}), HANG)
+            async with asyncio.timeout(HANG):
+                found = await own.call("recall", {"keywords": ["ingest"]})
             assert [(f["id"], f["tier"]) for f in found["result"]["fragments"]] == [(stored, "L2")]
             assert not keeper.readable, "a failed read pauses L1 reads, so the next recalls do not wait for it"
-            again = await asyncio.wait_for(own.call("recall", {"keywords": ["ingest"]}), HANG)
+            async with asyncio.timeout(HANG):
+                again = await own.call("recall", {"keywords": ["ingest"]})
             assert [f["tier"] for f in again["result"]["fragments"]] == ["L2"]
             during = {**args, "content": "stored while valkey did not answer"}
-            written = await asyncio.wait_for(own.call("remember", during), HANG)
+            async with asyncio.timeout(HANG):
+                written = await own.call("remember", during)
             assert written["result"]["created"] is True
             assert keeper.out_of_step, "the lost L1 write is known"
         # answering again: the keeper rebuilds L1 from Postgres, with the fragment stored meanwhile
@@ -64,5 +67,6 @@ async def test_a_queue_command_gives_up_on_a_redis_that_does_not_answer(servers,
         queue = own.app.state.queue
         with paused(own.valkey.pid):
             with pytest.raises(RedisTimeoutError):
-                await asyncio.wait_for(queue.zcard("memento:test:queue"), HANG)
+                async with asyncio.timeout(HANG):
+                    await queue.zcard("memento:test:queue")
         assert await queue.zcard("memento:test:queue") == 0, "a new connection once Redis answers again"

@@ -64,7 +64,8 @@ async def test_a_query_does_not_wait_for_the_document_call_in_progress():
     try:
         document = asyncio.create_task(batcher.embed_document("the staging migration needs the force flag"))
         await asyncio.sleep(0.05)  # the document call is on the model, held at the gate
-        query = await asyncio.wait_for(batcher.embed_queries(["which flag does the migration need"]), 10)
+        async with asyncio.timeout(10):
+            query = await batcher.embed_queries(["which flag does the migration need"])
         assert not document.done(), "the document call should still be held"
         assert query.shape == (1, 384)
     finally:

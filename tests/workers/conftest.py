@@ -204,7 +204,8 @@ class WorkerProcess:
         if self.process.returncode is None:
             self.process.send_signal(signal.SIGTERM)
             try:
-                await asyncio.wait_for(self.process.wait(), 20)
+                async with asyncio.timeout(20):
+                    await self.process.wait()
             except TimeoutError:
                 self.process.kill()
                 await self.process.wait()
@@ -234,5 +235,6 @@ async def admin_cli(wenv: WorkerEnv, *args: str) -> tuple[int, str]:
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.STDOUT,
     )
-    out, _ = await asyncio.wait_for(process.communicate(), 60)
+    async with asyncio.timeout(60):
+        out, _ = await process.communicate()
     return process.returncode, out.decode()

@@ -191,7 +191,8 @@ async def test_profiles_command_lists_and_refuses_to_drop_the_active_profile(wen
             sys.executable, "-m", "memento_embedder", "profiles", *args, env=wenv.process_env(),
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
         )  # fmt: skip
-        out, _ = await asyncio.wait_for(process.communicate(), 60)
+        async with asyncio.timeout(60):
+            out, _ = await process.communicate()
         return process.returncode, out.decode()
 
     code, listing = await run("list")

@@ -59,7 +59,8 @@ class ProfileWatch:
     async def _run(self) -> None:
         while True:
             try:
-                await asyncio.wait_for(self.changed.wait(), self.interval)
+                async with asyncio.timeout(self.interval):
+                    await self.changed.wait()
             except TimeoutError:
                 pass
             self.changed.clear()
@@ -84,7 +85,8 @@ async def _bounded(step: str, awaitable) -> None:
     """One shutdown step, never longer than SHUTDOWN_STEP_SECONDS: a stuck step must not keep the process (or a
     pod being replaced) alive. Which step overran is logged so it can be found."""
     try:
-        await asyncio.wait_for(awaitable, SHUTDOWN_STEP_SECONDS)
+        async with asyncio.timeout(SHUTDOWN_STEP_SECONDS):
+            await awaitable
     except TimeoutError:
         log.warning("shutdown.step_timed_out", extra={"step": step})
     except Exception as exc:
@@ -101,7 +103,8 @@ async def shutdown(state) -> None:
     if state.l1_redis is not None:
         await _bounded("request_redis", state.l1_redis.aclose())
     try:
-        await asyncio.wait_for(state.pool.close(), SHUTDOWN_STEP_SECONDS)
+        async with asyncio.timeout(SHUTDOWN_STEP_SECONDS):
+            await state.pool.close()
     except TimeoutError:
         log.warning("shutdown.step_timed_out", extra={"step": "pool"})
         state.pool.terminate()  # a connection was never given back: close them all without waiting

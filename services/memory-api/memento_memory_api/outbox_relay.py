@@ -192,7 +192,8 @@ class Relay:
                 if moved == self.batch_size:
                     continue  # a full batch: there may be more right now. Otherwise a NOTIFY wakes us.
                 try:
-                    await asyncio.wait_for(self.wake.wait(), self.poll_interval)
+                    async with asyncio.timeout(self.poll_interval):
+                        await self.wake.wait()
                 except TimeoutError:
                     continue
                 # Woken by a commit: under load more are a few ms behind it. Each round costs four round trips

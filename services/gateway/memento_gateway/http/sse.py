@@ -30,7 +30,8 @@ async def relay(
     """Every queued message as an event until CLOSE; between messages a keep-alive, unless `still_open` says no."""
     while True:
         try:
-            item = await asyncio.wait_for(queue.get(), keepalive_s)
+            async with asyncio.timeout(keepalive_s):
+                item = await queue.get()
         except TimeoutError:
             if not await still_open():
                 return

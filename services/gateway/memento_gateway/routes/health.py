@@ -17,7 +17,8 @@ async def health(request: Request) -> Response:
     gw = gateway(request)
     checks: dict[str, Any] = {"redis": "up", "memory_api": "up"}
     try:
-        sessions = await asyncio.wait_for(gw.sessions.active_count(), 2)
+        async with asyncio.timeout(2):
+            sessions = await gw.sessions.active_count()
         ACTIVE_SESSIONS.set(sessions)
         checks["sessions"] = {"active": sessions, "streams_here": gw.hub.open_streams}
     except Exception:

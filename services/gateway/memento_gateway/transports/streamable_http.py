@@ -133,7 +133,8 @@ async def _answer_stream(gw: Gateway, message: Message, call: Call) -> AsyncIter
     gw.inflight.spawn(run())
     while True:
         try:
-            item = await asyncio.wait_for(queue.get(), gw.settings.sse_keepalive_s)
+            async with asyncio.timeout(gw.settings.sse_keepalive_s):
+                item = await queue.get()
         except TimeoutError:
             yield sse.KEEPALIVE
             continue

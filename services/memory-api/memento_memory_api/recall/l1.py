@@ -254,7 +254,8 @@ class L1Keeper:
         first_pass = asyncio.Event()
         self._task = asyncio.create_task(self._run(first_pass))
         try:
-            await asyncio.wait_for(first_pass.wait(), first_pass_timeout)
+            async with asyncio.timeout(first_pass_timeout):
+                await first_pass.wait()
         except TimeoutError:
             pass  # a large rebuild goes on in the background; recall uses L2 meanwhile
 

@@ -21,7 +21,8 @@ async def health(request: Request) -> JSONResponse:
     except Exception:
         checks["postgres"] = "down"
     try:
-        await asyncio.wait_for(state.queue.ping(), 2)
+        async with asyncio.timeout(2):
+            await state.queue.ping()
     except Exception:
         checks["redis"] = "down"
     ok = checks["postgres"] == "up"
