@@ -159,15 +159,15 @@ async def test_events_travel_with_the_commit_verbatim_or_not_at_all(app_pool, ow
         assert await uow.conn.fetchval("SELECT current_setting('memento.tenant_id')") == tenant
 
 
-async def test_an_enqueue_that_fails_leaves_the_events_unpublished(app_pool, tenant):
-    """Claim and mark are one statement: only the commit after a successful enqueue may keep the mark. Played as
-    relay_once plays it, claim then enqueue in one transaction, inside a transaction that also holds the event
-    uncommitted, so no other relay running in this test session (the gateway tests' memory-api has one) can take it
-    first."""
+async def test_an_enqueue_that_fails_leaves_the_events_unpublished(app_pool, tenant, tmp_path):
+    """Claim and mark are one statement: only the commit after a successful enqueue may keep the mark. The relay's
+    round (relay_batch) runs in a savepoint of a transaction that also holds the event uncommitted, so no other relay
+    running in this test session (the gateway tests' memory-api has one) can take it first."""
     import socket
 
-    from memento_memory_api.outbox_relay import enqueue_durably
-    from memento_shared.db.outbox import claim_batch, insert_sql
+    from memento_devtools.embedded import start_valkey
+    from memento_memory_api.outbox_relay import relay_batch
+    from memento_shared.db.outbox import insert_sql
     from memento_shared.db.rls import set_system
 
     event = Event("fragment.stored", tenant, "default", {"fragment_id": "frag-unrelayed"})
@@ -175,6 +175,9 @@ async def test_an_enqueue_that_fails_leaves_the_events_unpublished(app_pool, ten
         probe.bind(("127.0.0.1", 0))
         dead_port = probe.getsockname()[1]
     dead = ArqRedis(host="127.0.0.1", port=dead_port, socket_connect_timeout=1)
+    valkey = start_valkey(tmp_path / "valkey", password="pw-" + uuid.uuid4().hex[:8])
+    live = ArqRedis.from_url(valkey.url)  # its own: the other events this round claims are enqueued nowhere else
+    marks = "SELECT published_at IS NOT NULL AND attempts = 1 FROM agent_memory.outbox WHERE id = $1::uuid"
     try:
         async with app_pool.acquire() as conn:
             outer = conn.transaction()
@@ -182,25 +185,23 @@ async def test_an_enqueue_that_fails_leaves_the_events_unpublished(app_pool, ten
             try:
                 await set_system(conn)
                 await conn.execute(insert_sql([event], None))
-                with pytest.raises((RedisError, OSError)):  # not AssertionError: the asserts inside must count
+                with pytest.raises((RedisError, OSError)):
                     async with conn.transaction():  # the relay's transaction (a savepoint here)
-                        claimed = await claim_batch(conn, 100_000)
-                        assert event.id in {str(r["id"]) for r in claimed}
-                        marked = await conn.fetchval(
-                            "SELECT published_at IS NOT NULL AND attempts = 1 FROM agent_memory.outbox"
-                            " WHERE id = $1::uuid",
-                            event.id,
-                        )
-                        assert marked, "the claim itself marks the event published"
-                        await enqueue_durably(dead, [], durable=True)
+                        await relay_batch(conn, dead, 100_000, durable=True)
                 row = await conn.fetchrow(
                     "SELECT published_at, attempts FROM agent_memory.outbox WHERE id = $1::uuid", event.id
                 )
                 assert row["published_at"] is None and row["attempts"] == 0
+                # the same round against a Redis that answers keeps the mark: the rollback above was the failure's
+                async with conn.transaction():
+                    moved, _ = await relay_batch(conn, live, 100_000, durable=False)
+                assert moved >= 1 and await conn.fetchval(marks, event.id)
             finally:
                 await outer.rollback()
     finally:
         await dead.aclose()
+        await live.aclose()
+        valkey.stop()
 
 
 async def test_published_events_are_pruned_after_the_retention_and_owed_ones_never(
@@ -244,7 +245,7 @@ async def test_published_events_are_pruned_after_the_retention_and_owed_ones_nev
             await held.rollback()
 
 
-async def test_a_redis_that_cannot_confirm_durability_is_asked_once(app_pool, tenant, tmp_path):
+async def test_a_redis_that_cannot_confirm_durability_turns_durable_enqueueing_off(app_pool, tenant, tmp_path):
     """WAITAOF refused (appendonly off here; unknown before Redis 7.2): the round still enqueues, and relay_once says
     durable enqueueing is off, so the relay stops sending WAITAOF (and logging it) every round."""
     from memento_devtools.embedded import start_valkey

@@ -22,8 +22,8 @@ from opentelemetry import trace
 from redis.exceptions import ResponseError
 
 from memento_shared import background
-from memento_shared.db import dead_letters
-from memento_shared.db.outbox import CHANNEL, backlog, claim_batch, prune
+from memento_shared.db import dead_letters, outbox
+from memento_shared.db.outbox import CHANNEL, backlog, claim_batch
 from memento_shared.db.rls import system_transaction
 from memento_shared.enqueue import JobSpec, add_jobs
 from memento_shared.events import CONSUMERS, envelope, job_id, queue_key
@@ -87,11 +87,16 @@ async def relay_once(
     """Relay up to `batch_size` events. With `durable`, returns only after Redis has them on disk. Returns how many
     were relayed and whether durable enqueueing is still possible (False once the server said it cannot tell)."""
     async with pool.acquire() as conn, system_transaction(conn):
-        rows = await claim_batch(conn, batch_size)  # marked published, undone unless the enqueue succeeds
-        if rows:
-            confirmed = await enqueue_durably(queue, [job for row in rows for job in _jobs(row)], durable=durable)
-            durable = durable and confirmed
-        return len(rows), durable
+        return await relay_batch(conn, queue, batch_size, durable=durable)
+
+
+async def relay_batch(conn: asyncpg.Connection, queue: ArqRedis, batch_size: int, *, durable: bool) -> tuple[int, bool]:
+    """relay_once's work inside the caller's transaction, which only a successful enqueue may commit."""
+    rows = await claim_batch(conn, batch_size)  # marked published, undone unless the enqueue succeeds
+    if rows:
+        confirmed = await enqueue_durably(queue, [job for row in rows for job in _jobs(row)], durable=durable)
+        durable = durable and confirmed
+    return len(rows), durable
 
 
 def _jobs(row: asyncpg.Record) -> list[JobSpec]:
@@ -210,7 +215,7 @@ class Relay:
         try:
             while True:
                 async with self.pool.acquire() as conn, system_transaction(conn):
-                    n = await prune(conn, self.retention_s, PRUNE_BATCH)
+                    n = await outbox.prune(conn, self.retention_s, PRUNE_BATCH)
                 deleted += n
                 if n < PRUNE_BATCH:
                     break
