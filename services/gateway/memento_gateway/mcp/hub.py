@@ -19,6 +19,8 @@ import anyio
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
+from memento_shared import background
+
 log = logging.getLogger(__name__)
 
 CANCEL_CHANNEL = "memento:cancel"
@@ -43,10 +45,7 @@ class StreamHub:
         self.reader = asyncio.create_task(self._read(), name="stream-hub")
 
     async def stop(self) -> None:
-        if self.reader is not None:
-            self.reader.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self.reader
+        await background.cancel(self.reader)  # not suppress(CancelledError): that would also eat a cancel of stop()
         for queue in self.queues.values():
             queue.put_nowait(CLOSE)
         with contextlib.suppress(RedisError, OSError):
