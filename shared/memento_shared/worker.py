@@ -94,18 +94,21 @@ async def create_queue_pool(settings: Settings) -> ArqRedis:
         expires_extra_ms=int(settings.worker_job_expiry_s * 1000),
     )
     pool.auto_close_connection_pool = True  # aclose() closes its connections, as arq's own pool does
-    tries = 1
-    while True:
-        try:
-            await pool.ping()
-            return pool
-        except (RedisError, OSError):
-            if tries == QUEUE_CONNECT_TRIES:
-                await pool.aclose()
-                raise
-            log.warning("redis.connect_retry", extra={"attempt": tries})
-            tries += 1
+    attempt = 1
+    try:
+        while True:
+            try:
+                await pool.ping()
+                return pool
+            except (RedisError, OSError):
+                if attempt == QUEUE_CONNECT_TRIES:
+                    raise
+            log.warning("redis.connect_retry", extra={"attempt": attempt})
+            attempt += 1
             await asyncio.sleep(1)
+    except BaseException:  # out of tries, or cancelled while starting
+        await pool.aclose()
+        raise
 
 
 def backoff_seconds(job_try: int, base: float = 1.0, cap: float = 300.0) -> float:

@@ -174,8 +174,8 @@ async def test_an_enqueue_that_fails_leaves_the_events_unpublished(app_pool, ten
     with socket.socket() as probe:  # a port nothing listens on: every Redis command fails to connect
         probe.bind(("127.0.0.1", 0))
         dead_port = probe.getsockname()[1]
-    dead = ArqRedis(host="127.0.0.1", port=dead_port, socket_connect_timeout=1)
     valkey = start_valkey(tmp_path / "valkey", password="pw-" + uuid.uuid4().hex[:8])
+    dead = ArqRedis(host="127.0.0.1", port=dead_port, socket_connect_timeout=1)
     live = ArqRedis.from_url(valkey.url)  # its own: the other events this round claims are enqueued nowhere else
     marks = "SELECT published_at IS NOT NULL AND attempts = 1 FROM agent_memory.outbox WHERE id = $1::uuid"
     try:

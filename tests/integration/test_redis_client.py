@@ -61,6 +61,6 @@ def test_the_url_still_chooses_the_transport(url):
     pool = redis_client.connection_pool(url, timeout=1)
     transport = {"redis": "Connection", "rediss": "SSLConnection", "unix": "UnixDomainSocketConnection"}
     assert [c.__name__ for c in pool.connection_class.__mro__[1:3]] == [
-        "_UnboundedSend",
+        "_TimedSend",
         transport[url.split(":")[0]],
     ]
