@@ -77,3 +77,28 @@ async def test_a_queue_command_gives_up_on_a_redis_that_does_not_answer(servers,
                 async with asyncio.timeout(HANG):
                     await queue.zcard("memento:test:queue")
         assert await queue.zcard("memento:test:queue") == 0, "a new connection once Redis answers again"
+
+
+async def test_only_the_first_write_waits_for_a_redis_that_does_not_answer(servers, tmp_path):
+    """Once an L1 write is lost, L1 is rebuilt from Postgres when Redis answers again, which covers every later
+    write too: those skip Redis instead of each waiting REDIS_TIMEOUT_SECONDS."""
+    timeout = 5.0
+    async with own_redis(servers, tmp_path / "valkey", REDIS_TIMEOUT_SECONDS=str(timeout)) as own:
+        keeper = own.app.state.l1_keeper
+        args = {"topic": "t", "type": "fact", "keywords": ["backlog"]}
+        with paused(own.valkey.pid):
+            async with asyncio.timeout(HANG):
+                first = await own.call("remember", {**args, "content": "the first write waits for redis"})
+            assert keeper.out_of_step
+            async with asyncio.timeout(timeout / 2):  # far from the timeout: Redis was not asked
+                second = await own.call("remember", {**args, "content": "the second write does not"})
+        ids = {first["result"]["id"], second["result"]["id"]}
+
+        async def both_in_l1():
+            if keeper.out_of_step or not keeper.readable or not await own.app.state.l1_redis.exists(READY_KEY):
+                return None
+            found = await own.call("recall", {"keywords": ["backlog"]})
+            tiers = {f["id"]: f["tier"] for f in found["result"]["fragments"]}
+            return tiers if tiers == dict.fromkeys(ids, "L1") else None
+
+        await eventually(both_in_l1, 60, "L1 rebuilt with both writes")

@@ -39,6 +39,15 @@ class ToolContext:
         if self.l1 is not None:
             self.l1.write_failed()
 
+    def l1_for_write(self) -> Redis | None:
+        """The client an L1 write (after its commit) goes through; None, with the write counted as lost, while an
+        earlier lost write has L1 on its way to a rebuild anyway: that rebuild covers this write too, and a Redis
+        that does not answer then costs only the first write its REDIS_TIMEOUT_SECONDS."""
+        if self.l1 is not None and self.l1.out_of_step:
+            self.l1.write_failed()
+            return None
+        return self.redis
+
     def l1_weights(self) -> l1_layout.Weights:
         return l1_layout.weights(self.settings.memory_config)
 

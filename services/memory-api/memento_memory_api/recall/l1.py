@@ -232,7 +232,8 @@ class L1Keeper:
 
     def read_failed(self) -> None:
         """A read failed (Redis refused, or did not answer within REDIS_TIMEOUT_SECONDS): L2 answers recalls for a
-        few seconds, rather than each of them paying for the failure again. Only reads: a write is always tried."""
+        few seconds, rather than each of them paying for the failure again. Only reads: a write is tried until one is
+        lost (ToolContext.l1_for_write), as a slow answer alone is no reason to rebuild L1."""
         self._reads_paused_until = time.monotonic() + READ_PAUSE_S
 
     def write_failed(self) -> None:

@@ -67,7 +67,7 @@ async def store_fragment(
     async def index_l1() -> None:
         score = l1_layout.score(fragment["importance"], datetime.now(UTC), ctx.l1_weights())
         await l1.index(
-            ctx.redis,
+            ctx.l1_for_write(),
             fragment["tenant_id"],
             fragment["workspace"],
             fragment["agent_id"],

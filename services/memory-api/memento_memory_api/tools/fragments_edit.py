@@ -56,7 +56,7 @@ def _after_commit_unindex(uow: UnitOfWork, ctx: ToolContext, rows: list[Any]) ->
     async def unindex() -> None:
         for row in rows:
             await l1.unindex(
-                ctx.redis,
+                ctx.l1_for_write(),
                 ctx.scope.tenant_id,
                 ctx.scope.workspace,
                 row["agent_id"],
@@ -162,7 +162,7 @@ def _reindex(uow: UnitOfWork, ctx: ToolContext, row: Any, new_id: str, keywords:
 
     async def reindex() -> None:
         await l1.index(
-            ctx.redis,
+            ctx.l1_for_write(),
             row["tenant_id"],
             row["workspace"],
             row["agent_id"],
