@@ -89,3 +89,34 @@ async def test_an_upstream_that_never_answers_is_a_retryable_tool_error(gateways
         result = await client.call_tool("recall", {"topic": "x"})
     error = json.loads(result.content[0].text)["error"]
     assert result.is_error and error["code"] == "RESOURCE_BUSY" and error["retryable"] is True
+
+
+async def test_a_call_cancelled_by_both_its_client_and_its_caller_stops_the_caller(monkeypatch):
+    """At shutdown every in-flight call and every waiting handler is cancelled at once: the handler must stop, not
+    take the call's cancellation for the client's and go on as if it had an answer to send (None)."""
+    from types import SimpleNamespace
+
+    from memento_gateway.mcp import engine
+    from memento_gateway.mcp.inflight import InFlight
+    from memento_gateway.mcp.jsonrpc import Message
+
+    async def runs_until_cancelled(gw, message, call):
+        await asyncio.Event().wait()
+
+    monkeypatch.setattr(engine, "_run", runs_until_cancelled)
+    gw = SimpleNamespace(inflight=InFlight())
+    call = SimpleNamespace(session=SimpleNamespace(id="session"))
+    message = Message("request", {"jsonrpc": "2.0", "id": 7, "method": "tools/call"})
+
+    client_only = asyncio.create_task(engine.answer(gw, message, call, "test"))
+    await asyncio.sleep(0.01)
+    assert gw.inflight.cancel("session", 7)
+    assert await client_only is None, "the client's cancel alone: no answer, and the handler goes on"
+
+    both = asyncio.create_task(engine.answer(gw, message, call, "test"))
+    await asyncio.sleep(0.01)
+    [running] = gw.inflight.tasks.values()
+    running.cancel()  # as InFlight.drain does at shutdown, and in the same turn the server cancels the handler
+    both.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await both

@@ -40,7 +40,8 @@ async def answer(gw: Gateway, message: Message, call: Call, transport: str) -> d
         # shielded: a client that goes away is not cancelling (MCP transports); the call finishes regardless
         return await asyncio.shield(task)
     except asyncio.CancelledError:
-        if task.cancelled():
+        current = asyncio.current_task()
+        if task.cancelled() and not (current and current.cancelling()):  # the client's cancel, not our caller's
             return None
         raise
 
