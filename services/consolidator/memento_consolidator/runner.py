@@ -7,6 +7,7 @@ import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
 
 import asyncpg
 
@@ -95,7 +96,8 @@ async def run_consolidation(
         )
         counts: dict[str, int] = {}
         stage_ms: dict[str, int] = {}
-        await _progress(rt, tenant_id, workspace, 0, STAGES[0])
+        report = _Progress(rt.redis, tenant_id, workspace, progress_id)
+        await report(0, STAGES[0])
         try:
             for index, (name, stage) in enumerate(PIPELINE):
                 stage_started = time.perf_counter()
@@ -106,10 +108,10 @@ async def run_consolidation(
                 CONSOLIDATION_ITEMS.labels(name).inc(counts[name])
                 following = STAGES[index + 1] if index + 1 < len(STAGES) else "done"
                 message = f"stage {index + 1}/{len(STAGES)} {name}: {counts[name]}"
-                await _progress(rt, tenant_id, workspace, index + 1, following, progress_id, message)
+                await report(index + 1, following, message)
         except BaseException:
             # memory_stats must not report a failed run as running (the hash would outlive it by PROGRESS_TTL_S)
-            await _progress(rt, tenant_id, workspace, len(counts), "failed")
+            await report(len(counts), "failed")
             raise
         finally:
             await l1.settle(ctx)  # also after a stage failed: one that deleted fragments may have left L1 behind
@@ -154,24 +156,27 @@ async def _close_run(pool: asyncpg.Pool, tenant_id: str, workspace: str, run_id:
         )
 
 
-async def _progress(
-    rt: Runtime,
-    tenant_id: str,
-    workspace: str,
-    done: int,
-    stage: str,
-    progress_id: str | None = None,
-    message: str = "",
-) -> None:
-    """The workspace's progress hash (the stage running, "done" or "failed"), and with the caller's `progress_id`
-    what the stage did on the caller's progress channel: one round trip per stage."""
-    key = progress_key(tenant_id, workspace)
-    try:
-        async with rt.redis.pipeline(transaction=False) as pipe:
-            pipe.hset(key, mapping={"stage": stage, "done": done, "total": len(STAGES)})
-            pipe.expire(key, PROGRESS_TTL_S)
-            if progress_id is not None:
-                progress.queue_report(pipe, progress_id, done, len(STAGES), message)
-            await pipe.execute()
-    except Exception:  # progress is a courtesy; the run goes on without Redis
-        log.debug("consolidation.progress_unavailable")
+class _Progress:
+    """The workspace's progress hash (the stage running, "done" or "failed"), and with the caller's progress id what
+    each stage did on the caller's progress channel: one round trip per stage. Progress is a courtesy: after a failed
+    write the run writes no more (a Redis that does not answer would cost each write its timeout, with the tenant's
+    lock held)."""
+
+    def __init__(self, redis: Any, tenant_id: str, workspace: str, progress_id: str | None) -> None:
+        self.redis, self.key, self.progress_id = redis, progress_key(tenant_id, workspace), progress_id
+        self.available = redis is not None
+
+    async def __call__(self, done: int, stage: str, message: str | None = None) -> None:
+        """`message`: also tell the caller (its channel has the stages' counts)."""
+        if not self.available:
+            return
+        try:
+            async with self.redis.pipeline(transaction=False) as pipe:
+                pipe.hset(self.key, mapping={"stage": stage, "done": done, "total": len(STAGES)})
+                pipe.expire(self.key, PROGRESS_TTL_S)
+                if self.progress_id is not None and message is not None:
+                    progress.queue_report(pipe, self.progress_id, done, len(STAGES), message)
+                await pipe.execute()
+        except Exception:
+            self.available = False
+            log.debug("consolidation.progress_unavailable")
