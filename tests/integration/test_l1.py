@@ -3,7 +3,7 @@ a way to read across agents."""
 
 from __future__ import annotations
 
-from memento_memory_api.recall.l1 import ensure_ready, generation_now, mark_ready
+from memento_memory_api.recall.l1 import begin_generation, ensure_ready, mark_ready
 from memento_shared import l1 as layout
 from tests.fixtures.own_redis import own_redis
 from tests.fixtures.waiting import eventually
@@ -154,12 +154,23 @@ async def test_a_removal_lost_while_redis_was_down_is_gone_after_the_rebuild(ser
 async def test_a_rebuild_invalidated_while_it_ran_does_not_mark_l1_ready(redis_client):
     """A replica drops the marker (a write it lost) while another replica's rebuild, whose snapshot may predate
     that write, is still running: that rebuild must not make L1 trusted again."""
-    generation = await generation_now(redis_client)
+    generation = await begin_generation(redis_client)
     await layout.invalidate(redis_client)
     assert not await mark_ready(redis_client, generation, layout.DEFAULT_WEIGHTS)
     assert not await redis_client.exists(layout.READY_KEY)
-    assert await mark_ready(redis_client, await generation_now(redis_client), layout.DEFAULT_WEIGHTS)
+    assert await mark_ready(redis_client, await begin_generation(redis_client), layout.DEFAULT_WEIGHTS)
     assert await redis_client.exists(layout.READY_KEY)
+
+
+async def test_of_two_overlapping_rebuilds_only_the_later_marks_l1_ready(redis_client):
+    """The rebuild lock expires under a very long rebuild: a second one clears the sets the first is filling, so
+    the first must not mark them ready when it ends."""
+    await redis_client.delete(layout.READY_KEY)
+    first = await begin_generation(redis_client)
+    second = await begin_generation(redis_client)
+    assert not await mark_ready(redis_client, first, layout.DEFAULT_WEIGHTS)
+    assert not await redis_client.exists(layout.READY_KEY)
+    assert await mark_ready(redis_client, second, layout.DEFAULT_WEIGHTS)
 
 
 async def test_a_write_lost_during_an_invalidation_keeps_l1_out_of_step(redis_client, app_pool, monkeypatch):
@@ -179,6 +190,34 @@ async def test_a_write_lost_during_an_invalidation_keeps_l1_out_of_step(redis_cl
     monkeypatch.setattr(layout, "invalidate", invalidate_while_a_write_fails)
     await keeper._invalidate()
     assert keeper.out_of_step
+    monkeypatch.setattr(layout, "invalidate", real)
+    await keeper._invalidate()
+    assert not keeper.out_of_step
+
+
+async def test_writes_skip_l1_only_while_redis_is_away(redis_client, app_pool, monkeypatch):
+    """After a lost write, later writes skip Redis (counted as lost) until a marker drop succeeds; from then on they
+    are tried, so a write skipped while that drop was on its way asks for one more drop, not for one after each."""
+    from types import SimpleNamespace
+
+    from memento_memory_api.context import ToolContext
+    from memento_memory_api.recall.l1 import L1Keeper
+
+    keeper = L1Keeper(redis_client, app_pool)
+    ctx = SimpleNamespace(l1=keeper, redis=redis_client)
+    keeper.write_failed()
+    assert ToolContext.l1_for_write(ctx) is None, "Redis failed the last write: the next one does not wait for it"
+    real = layout.invalidate
+
+    async def invalidate_while_a_write_is_skipped(redis) -> bool:
+        done = await real(redis)
+        assert ToolContext.l1_for_write(ctx) is None  # skipped: the drop's answer has not arrived
+        return done
+
+    monkeypatch.setattr(layout, "invalidate", invalidate_while_a_write_is_skipped)
+    await keeper._invalidate()
+    assert keeper.out_of_step and not keeper.redis_away, "one more drop is owed, and Redis answers"
+    assert ToolContext.l1_for_write(ctx) is redis_client, "writes are tried again"
     monkeypatch.setattr(layout, "invalidate", real)
     await keeper._invalidate()
     assert not keeper.out_of_step

@@ -40,16 +40,17 @@ class ToolContext:
             self.l1.write_failed()
 
     def l1_for_write(self) -> Redis | None:
-        """The client an L1 write (after its commit) goes through; None, with the write counted as lost, while an
-        earlier lost write has L1 on its way to a rebuild anyway: that rebuild covers this write too, and a Redis
-        that does not answer then costs only the first write its REDIS_TIMEOUT_SECONDS."""
-        if self.l1 is not None and self.l1.out_of_step:
-            self.l1.write_failed()
+        """The client an L1 write (after its commit) goes through; None, with the write counted as lost, while Redis
+        has failed a write and every marker drop since: the rebuild that follows covers this write too, and a Redis
+        that does not answer costs only the first write its REDIS_TIMEOUT_SECONDS. Once a drop succeeds, writes are
+        tried again, so they do not keep asking for another one."""
+        if self.l1 is not None and self.l1.out_of_step and self.l1.redis_away:
+            self.l1.write_failed(tried=False)
             return None
         return self.redis
 
     def l1_weights(self) -> l1_layout.Weights:
-        return l1_layout.weights(self.settings.memory_config)
+        return self.l1.weights if self.l1 is not None else l1_layout.DEFAULT_WEIGHTS
 
     def l1_trusted(self) -> bool:
         return self.l1 is None or self.l1.readable

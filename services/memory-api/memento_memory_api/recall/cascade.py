@@ -128,7 +128,7 @@ async def _recall_in(
             rows[row["id"]] = row
             tiers.setdefault(row["id"], "L2")
 
-    composite = not args.text and await _store_is_large(ctx, conn, agents)
+    composite = not args.text and len(rows) > 1 and await _store_is_large(ctx, conn, agents)  # one row: no order
     order = _order(ctx, rows, ranked_lists, bool(args.text), composite)
     chosen, used = _within_budget(order, rows, args.tokenBudget)
     linked_rows: list[Any] = []

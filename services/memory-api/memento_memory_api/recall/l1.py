@@ -139,7 +139,7 @@ async def ensure_ready(redis: Redis | None, pool: asyncpg.Pool, w: layout.Weight
     except (RedisError, OSError):
         return False
     try:
-        generation = await generation_now(redis)
+        generation = await begin_generation(redis)
         await redis.delete(*layout.LEGACY_READY_KEYS)
         await _clear(redis)
         await _rebuild(redis, pool, w)
@@ -158,9 +158,10 @@ async def ensure_ready(redis: Redis | None, pool: asyncpg.Pool, w: layout.Weight
             pass
 
 
-async def generation_now(redis: Redis) -> str:
-    value = await redis.get(layout.GENERATION_KEY)
-    return value.decode() if value is not None else ""
+async def begin_generation(redis: Redis) -> str:
+    """A rebuild's own generation: bumped at its start, so a later rebuild (whose clear empties this one's sets: the
+    lock expired under a very long one) or an invalidation keeps this one from marking L1 ready."""
+    return str(await redis.incr(layout.GENERATION_KEY))
 
 
 async def mark_ready(redis: Redis, generation: str, w: layout.Weights) -> bool:
@@ -221,6 +222,7 @@ class L1Keeper:
         self.interval = interval
         self.weights = weights
         self.out_of_step = False  # a write failed and the ready marker has not been dropped yet
+        self.redis_away = False  # a write, and every marker drop since, failed: later writes need not try
         self._reads_paused_until = 0.0  # monotonic time: a read failed, so reads wait a little before trying again
         self._failures = 0  # writes lost so far: one lost while an invalidation is in flight needs another
         self._task: asyncio.Task | None = None
@@ -236,16 +238,20 @@ class L1Keeper:
         lost (ToolContext.l1_for_write), as a slow answer alone is no reason to rebuild L1."""
         self._reads_paused_until = time.monotonic() + READ_PAUSE_S
 
-    def write_failed(self) -> None:
-        """An L1 write was lost: skip L1 here now, and have every replica skip it until it is rebuilt."""
+    def write_failed(self, tried: bool = True) -> None:
+        """An L1 write was lost (`tried`: Redis failed it; else skipped while Redis is away): skip L1 here now, and
+        have every replica skip it until it is rebuilt."""
         self.out_of_step = True
+        self.redis_away = self.redis_away or tried
         self._failures += 1
 
     async def _invalidate(self) -> None:
         # Still unreachable: L1 stays skipped here, and the next pass tries again. A write lost while the invalidation
         # was on its way may have committed after it, so a rebuild begun in between would miss it: invalidate again.
         seen = self._failures
-        self.out_of_step = not await layout.invalidate(self.redis) or self._failures != seen
+        dropped = await layout.invalidate(self.redis)
+        self.redis_away = not dropped
+        self.out_of_step = not dropped or self._failures != seen
 
     async def start(self, first_pass_timeout: float = 2.0) -> None:
         """Start checking; wait briefly for the first pass so a small store serves L1 from the first request."""
@@ -264,6 +270,8 @@ class L1Keeper:
         while True:
             if self.out_of_step:
                 await self._invalidate()
+                if self.out_of_step and not self.redis_away:
+                    continue  # a write skipped while the drop was on its way: drop again now, before any rebuild
             await ensure_ready(self.redis, self.pool, self.weights)
             first_pass.set()
             await asyncio.sleep(self.interval)
