@@ -103,15 +103,16 @@ def _http_date_in(seconds: float) -> dict[str, str]:
 @pytest.mark.parametrize(
     ("status", "headers", "min_gap"),
     [
-        (429, lambda: {"Retry-After": "1"}, 1.0),
-        (429, lambda: _http_date_in(2.5), 1.0),  # whole seconds: 1.5 to 2.5 s from now
+        # waits well above the 1 s the client pauses after a 429 without a usable Retry-After
+        (429, lambda: {"Retry-After": "3"}, 2.9),
+        (429, lambda: _http_date_in(5), 3.9),  # whole seconds: 4 to 5 s from the answer
         (500, dict, 0.05),
     ],
     ids=["429-retry-after", "429-retry-after-http-date", "500-then-success"],
 )
 async def test_gemini_failure_then_success(wenv, tenant, status, headers, min_gap):
     with gemini_server() as server:
-        server.fail_next(status, headers())
+        server.fail_next(status, headers)
         settings = _gemini_settings(wenv, server)
         async with (
             hosted_worker("evaluator", HANDLERS, settings, setup=service.setup, teardown=service.teardown),
