@@ -38,7 +38,7 @@ async def slow_work(redis, progress_id: str | None, steps: int) -> str:
 
 async def test_steps_are_relayed_while_the_call_runs_always_increasing(redis_client):
     sent: list[dict] = []
-    tracker = relay.ToolProgress(call_with(sent), {"_meta": {"progressToken": "tok"}}, redis_client)
+    tracker = relay.ToolProgress(call_with(sent), {"_meta": {"progressToken": "tok"}}, redis_client, reports_steps=True)
     assert tracker.id is not None and progress.valid_id(tracker.id) == tracker.id
 
     await tracker.start("started")
@@ -55,7 +55,7 @@ async def test_steps_are_relayed_while_the_call_runs_always_increasing(redis_cli
 async def test_a_fractional_step_is_relayed_between_the_start_and_the_first_step(redis_client):
     """A worker waiting before its first step (memory_consolidate behind another run) reports half a step."""
     sent: list[dict] = []
-    tracker = relay.ToolProgress(call_with(sent), {"_meta": {"progressToken": "tok"}}, redis_client)
+    tracker = relay.ToolProgress(call_with(sent), {"_meta": {"progressToken": "tok"}}, redis_client, reports_steps=True)
 
     async def work() -> str:
         await progress.report(redis_client, tracker.id, 0.5, 2, "waiting")
@@ -77,7 +77,7 @@ async def test_a_fractional_step_is_relayed_between_the_start_and_the_first_step
 
 async def test_no_token_no_channel_and_the_call_runs_as_before(redis_client):
     sent: list[dict] = []
-    tracker = relay.ToolProgress(call_with(sent), {}, redis_client)
+    tracker = relay.ToolProgress(call_with(sent), {}, redis_client, reports_steps=True)
     assert tracker.id is None
     await tracker.start("started")
     assert await tracker.around(slow_work(redis_client, tracker.id, 1)) == "answer"
@@ -101,14 +101,16 @@ async def test_a_tool_that_reports_no_steps_gets_its_start_and_end_and_no_channe
 
 async def test_messages_only_for_versions_that_have_them(redis_client):
     sent: list[dict] = []
-    tracker = relay.ToolProgress(call_with(sent, "2024-11-05"), {"_meta": {"progressToken": 7}}, redis_client)
+    tracker = relay.ToolProgress(
+        call_with(sent, "2024-11-05"), {"_meta": {"progressToken": 7}}, redis_client, reports_steps=True
+    )
     await tracker.start("started")
     await tracker.finish("finished")
     assert sent == [{"progressToken": 7, "progress": 0, "total": 1}, {"progressToken": 7, "progress": 1, "total": 1}]
 
 
 async def test_a_cancelled_call_stops_its_work(redis_client):
-    tracker = relay.ToolProgress(call_with([]), {"_meta": {"progressToken": "tok"}}, redis_client)
+    tracker = relay.ToolProgress(call_with([]), {"_meta": {"progressToken": "tok"}}, redis_client, reports_steps=True)
     work = asyncio.ensure_future(asyncio.sleep(30))
     waiting = asyncio.create_task(tracker.around(work))
     await asyncio.sleep(relay.POLL_S * 2)
@@ -128,7 +130,9 @@ async def test_notifications_that_cannot_go_out_do_not_fail_the_call(redis_clien
         raise ConnectionError("the stream's channel is gone")
 
     session = Session("sid", PRINCIPAL, "2025-06-18", ("full",), time.time())
-    tracker = relay.ToolProgress(Call(session, PRINCIPAL, failing), {"_meta": {"progressToken": "t"}}, redis_client)
+    tracker = relay.ToolProgress(
+        Call(session, PRINCIPAL, failing), {"_meta": {"progressToken": "t"}}, redis_client, reports_steps=True
+    )
     await tracker.start("started")
     assert await tracker.around(slow_work(redis_client, tracker.id, 2)) == "answer"
     await tracker.finish("finished")

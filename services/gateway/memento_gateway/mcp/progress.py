@@ -20,7 +20,7 @@ POLL_S = 0.25  # how often a running call's channel is read: a few Redis reads a
 
 
 class ToolProgress:
-    def __init__(self, call: Call, params: dict[str, Any], redis: Any, reports_steps: bool = True) -> None:
+    def __init__(self, call: Call, params: dict[str, Any], redis: Any, *, reports_steps: bool) -> None:
         """`reports_steps`: the tool's work reports on a progress channel; otherwise only the start and the end are
         sent, and nothing is polled."""
         meta = params.get("_meta")

@@ -86,6 +86,10 @@ class SessionStore:
         if tenant_id is not None:
             pipe.expire(working_memory.key(tenant_id, session_id), self.ttl)
         pipe.get(_key(session_id))
+        self._queue_slide(pipe, session_id)
+
+    def _queue_slide(self, pipe: Pipeline, session_id: str) -> None:
+        """Move the session's expiry forward (its key, and its place in the index: ZADD XX adds no gone session)."""
         pipe.expire(_key(session_id), self.ttl)
         pipe.zadd(INDEX, {session_id: time.time() + self.ttl}, xx=True)
 
@@ -98,8 +102,7 @@ class SessionStore:
     async def touch(self, session: Session) -> bool:
         """Slide an open stream's session, and its working memory, forward; False when the session is gone."""
         async with self.redis.pipeline(transaction=False) as pipe:
-            pipe.expire(_key(session.id), self.ttl)
-            pipe.zadd(INDEX, {session.id: time.time() + self.ttl}, xx=True)
+            self._queue_slide(pipe, session.id)
             pipe.expire(working_memory.key(session.principal.tenant_id, session.id), self.ttl)
             alive, _, _ = await pipe.execute()
         return bool(alive)
