@@ -8,7 +8,6 @@ import secrets
 from contextlib import asynccontextmanager
 
 import httpx
-import redis.asyncio as aioredis
 
 from memento_shared import working_memory
 from tests.fixtures.waiting import eventually
@@ -98,10 +97,9 @@ async def test_answers_reach_a_stream_held_by_another_replica(gateways):
             assert answer["id"] == 9 and answer["result"]["isError"] is False
 
 
-async def test_working_memory_slides_with_the_open_stream_and_ends_with_it(gateways, servers):
+async def test_working_memory_slides_with_the_open_stream_and_ends_with_it(gateways, redis_client):
     """A legacy session lives as long as its stream, which keeps it alive with keepalives; working memory slides with
     them (no request needed) and is deleted when the stream ends."""
-    redis = aioredis.from_url(servers.valkey.url)
     gateway = await gateways(MEMENTO_SSE_KEEPALIVE_SECONDS="0.2")
     remember = {
         "jsonrpc": "2.0",
@@ -110,24 +108,21 @@ async def test_working_memory_slides_with_the_open_stream_and_ends_with_it(gatew
         "params": {"name": "remember", "arguments": {"content": "on lexer.py", "topic": "task", "type": "fact",
                                                       "scope": "session"}},
     }  # fmt: skip
-    try:
-        async with gateway.http(**{"X-Memento-Workspace": "wm-" + secrets.token_hex(3)}) as http:
-            async with raw_stream(http) as (lines, endpoint):
-                await http.post(endpoint, json=initialize("2024-11-05"))
-                await next_message(lines)
-                await http.post(endpoint, json=remember)
-                stored = json.loads((await next_message(lines))["result"]["content"][0]["text"])
-                key = working_memory.key("default", stored["sessionId"])
-                await redis.expire(key, 30)  # as if written long ago in a session still open
+    async with gateway.http(**{"X-Memento-Workspace": "wm-" + secrets.token_hex(3)}) as http:
+        async with raw_stream(http) as (lines, endpoint):
+            await http.post(endpoint, json=initialize("2024-11-05"))
+            await next_message(lines)
+            await http.post(endpoint, json=remember)
+            stored = json.loads((await next_message(lines))["result"]["content"][0]["text"])
+            key = working_memory.key("default", stored["sessionId"])
+            await redis_client.expire(key, 30)  # as if written long ago in a session still open
 
-                async def slid():
-                    return await redis.ttl(key) > 60
+            async def slid():
+                return await redis_client.ttl(key) > 60
 
-                await eventually(slid, 5, "a keepalive to slide working memory with the session")
+            await eventually(slid, 5, "a keepalive to slide working memory with the session")
 
-            async def dropped():  # the server notices the hang-up asynchronously
-                return not await redis.exists(key)
+        async def dropped():  # the server notices the hang-up asynchronously
+            return not await redis_client.exists(key)
 
-            await eventually(dropped, 10, "working memory to go with the stream")
-    finally:
-        await redis.aclose()
+        await eventually(dropped, 10, "working memory to go with the stream")

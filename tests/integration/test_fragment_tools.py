@@ -329,6 +329,8 @@ async def test_memory_stats_reports_the_last_consolidation_and_one_in_progress(
         assert other["result"]["lastConsolidation"]["stages"] == {"hot_to_warm": 7}
         await redis_client.hset(key, mapping={"stage": "done", "done": 10, "total": 10})
         assert (await memory_api.call("memory_stats", {}, tenant=tenant))["result"]["consolidationRunning"] is None
+        await redis_client.hset(key, mapping={"stage": "failed", "done": 4, "total": 10})  # a stage raised
+        assert (await memory_api.call("memory_stats", {}, tenant=tenant))["result"]["consolidationRunning"] is None
     finally:
         await redis_client.delete(key)
 

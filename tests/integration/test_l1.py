@@ -118,12 +118,7 @@ async def test_a_write_lost_while_redis_was_down_does_not_hide_the_fragment(serv
         found = await call("recall", {"keywords": ["lost"]})
         assert {f["id"] for f in found["fragments"]} == {before, during}
         # the keeper drops the marker once Redis answers, then rebuilds L1 from Postgres, lost write included
-        keeper = app.state.l1_keeper
-
-        async def rebuilt_l1():
-            return not keeper.out_of_step and await app.state.l1_redis.exists(layout.READY_KEY)
-
-        await eventually(rebuilt_l1, 60, "the keeper to rebuild L1")
+        await eventually(own.l1_rebuilt, 60, "the keeper to rebuild L1")
         rebuilt = await call("recall", {"keywords": ["lost"]})
         assert {(f["id"], f["tier"]) for f in rebuilt["fragments"]} == {(before, "L1"), (during, "L1")}
 
@@ -138,13 +133,9 @@ async def test_a_removal_lost_while_redis_was_down_is_gone_after_the_rebuild(ser
         amended = await own.call("amend", {"id": frag_id, "keywords": ["queue"]})
         assert amended["result"]["success"] is True
         own.restart(tmp_path / "valkey")
-        redis, keeper = own.app.state.l1_redis, own.app.state.l1_keeper
+        redis = own.app.state.l1_redis
         assert await redis.zscore(layout.key(own.tenant, "default", "default", "night"), frag_id) is not None
-
-        async def rebuilt_l1():
-            return not keeper.out_of_step and await redis.exists(layout.READY_KEY)
-
-        await eventually(rebuilt_l1, 60, "the keeper to rebuild L1")
+        await eventually(own.l1_rebuilt, 60, "the keeper to rebuild L1")
         assert await redis.zscore(layout.key(own.tenant, "default", "default", "night"), frag_id) is None
         assert (await own.call("recall", {"keywords": ["night"]}))["result"]["fragments"] == []
         by_queue = (await own.call("recall", {"keywords": ["queue"]}))["result"]["fragments"]

@@ -13,7 +13,6 @@ import pytest
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from memento_shared import worker
-from memento_shared.l1 import READY_KEY
 from tests.fixtures.own_redis import own_redis
 from tests.fixtures.waiting import eventually
 
@@ -48,15 +47,10 @@ async def test_recall_and_remember_answer_while_redis_does_not(servers, tmp_path
             assert written["result"]["created"] is True
             assert keeper.out_of_step, "the lost L1 write is known"
         # answering again: the keeper rebuilds L1 from Postgres, with the fragment stored meanwhile
-
-        async def served_by_l1():
-            if keeper.out_of_step or not await own.app.state.l1_redis.exists(READY_KEY) or not keeper.readable:
-                return None
-            answer = await own.call("recall", {"keywords": ["ingest"]})
-            tiers = {f["id"]: f["tier"] for f in answer["result"]["fragments"]}
-            return tiers if tiers == {stored: "L1", written["result"]["id"]: "L1"} else None
-
-        await eventually(served_by_l1, 60, "L1 rebuilt with the fragment stored while Redis hung")
+        both = [stored, written["result"]["id"]]
+        await eventually(
+            lambda: own.served_from_l1(["ingest"], both), 60, "L1 rebuilt with the fragment stored meanwhile"
+        )
 
 
 async def test_a_queue_command_gives_up_on_a_redis_that_does_not_answer(servers, tmp_path, monkeypatch):
@@ -94,11 +88,4 @@ async def test_only_the_first_write_waits_for_a_redis_that_does_not_answer(serve
                 second = await own.call("remember", {**args, "content": "the second write does not"})
         ids = {first["result"]["id"], second["result"]["id"]}
 
-        async def both_in_l1():
-            if keeper.out_of_step or not keeper.readable or not await own.app.state.l1_redis.exists(READY_KEY):
-                return None
-            found = await own.call("recall", {"keywords": ["backlog"]})
-            tiers = {f["id"]: f["tier"] for f in found["result"]["fragments"]}
-            return tiers if tiers == dict.fromkeys(ids, "L1") else None
-
-        await eventually(both_in_l1, 60, "L1 rebuilt with both writes")
+        await eventually(lambda: own.served_from_l1(["backlog"], list(ids)), 60, "L1 rebuilt with both writes")
