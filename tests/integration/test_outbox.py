@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import uuid
+from collections.abc import AsyncIterator
 
 import pytest
 from arq.connections import ArqRedis
@@ -35,6 +37,21 @@ class CountingProvider:
         self.texts.extend(texts)
         vectors = np.ones((len(texts), self.dimension), dtype=np.float32)
         return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+
+
+@contextlib.asynccontextmanager
+async def own_queue(data_dir) -> AsyncIterator[ArqRedis]:
+    """A Valkey of this test's own as the queue: what a relay round enqueues (other tests' events with it) goes
+    nowhere else, and its server settings can be changed."""
+    from memento_devtools.embedded import start_valkey
+
+    valkey = start_valkey(data_dir, password="pw-" + uuid.uuid4().hex[:8])
+    queue = ArqRedis.from_url(valkey.url)
+    try:
+        yield queue
+    finally:
+        await queue.aclose()
+        valkey.stop()
 
 
 async def _insert_fragment(uow, tenant: str, frag_id: str) -> None:
@@ -165,7 +182,6 @@ async def test_an_enqueue_that_fails_leaves_the_events_unpublished(app_pool, ten
     running in this test session (the gateway tests' memory-api has one) can take it first."""
     import socket
 
-    from memento_devtools.embedded import start_valkey
     from memento_memory_api.outbox_relay import relay_batch
     from memento_shared.db.outbox import insert_sql
     from memento_shared.db.rls import set_system
@@ -174,12 +190,10 @@ async def test_an_enqueue_that_fails_leaves_the_events_unpublished(app_pool, ten
     with socket.socket() as probe:  # a port nothing listens on: every Redis command fails to connect
         probe.bind(("127.0.0.1", 0))
         dead_port = probe.getsockname()[1]
-    valkey = start_valkey(tmp_path / "valkey", password="pw-" + uuid.uuid4().hex[:8])
     dead = ArqRedis(host="127.0.0.1", port=dead_port, socket_connect_timeout=1)
-    live = ArqRedis.from_url(valkey.url)  # its own: the other events this round claims are enqueued nowhere else
     marks = "SELECT published_at IS NOT NULL AND attempts = 1 FROM agent_memory.outbox WHERE id = $1::uuid"
     try:
-        async with app_pool.acquire() as conn:
+        async with own_queue(tmp_path / "valkey") as live, app_pool.acquire() as conn:
             outer = conn.transaction()
             await outer.start()
             try:
@@ -200,8 +214,6 @@ async def test_an_enqueue_that_fails_leaves_the_events_unpublished(app_pool, ten
                 await outer.rollback()
     finally:
         await dead.aclose()
-        await live.aclose()
-        valkey.stop()
 
 
 async def test_published_events_are_pruned_after_the_retention_and_owed_ones_never(
@@ -248,11 +260,7 @@ async def test_published_events_are_pruned_after_the_retention_and_owed_ones_nev
 async def test_a_redis_that_cannot_confirm_durability_turns_durable_enqueueing_off(app_pool, tenant, tmp_path):
     """WAITAOF refused (appendonly off here; unknown before Redis 7.2): the round still enqueues, and relay_once says
     durable enqueueing is off, so the relay stops sending WAITAOF (and logging it) every round."""
-    from memento_devtools.embedded import start_valkey
-
-    valkey = start_valkey(tmp_path / "valkey", password="pw-" + uuid.uuid4().hex[:8])
-    queue = ArqRedis.from_url(valkey.url)
-    try:
+    async with own_queue(tmp_path / "valkey") as queue:
         await queue.config_set("appendonly", "no")
         for _ in range(50):  # other relays in this session may claim the event first: until this one moves one
             async with UnitOfWorkFactory(app_pool)(Scope(tenant, "default", "default")) as uow:
@@ -262,30 +270,23 @@ async def test_a_redis_that_cannot_confirm_durability_turns_durable_enqueueing_o
                 break
         assert moved >= 1 and durable is False
         assert await queue.zcard(queue_key("embedder")) >= 1, "the round enqueued all the same"
-    finally:
-        await queue.aclose()
-        valkey.stop()
 
 
 async def test_a_relay_asks_again_later_whether_redis_can_confirm_durability(app_pool, settings, tmp_path):
     """Turned off once the server could not confirm, durable enqueueing comes back when it can (appendonly turned on,
     or a failover to a server that has it), without a restart."""
-    from memento_devtools.embedded import start_valkey
     from memento_memory_api.outbox_relay import Relay
 
-    valkey = start_valkey(tmp_path / "valkey", password="pw-" + uuid.uuid4().hex[:8])
-    queue = ArqRedis.from_url(valkey.url)
-    relay = Relay(app_pool, queue, settings.database_url, poll_interval=0.05, settings=settings)
-    relay.durability_recheck_s = 0.2
-    try:
+    async with own_queue(tmp_path / "valkey") as queue:
+        relay = Relay(app_pool, queue, settings.database_url, poll_interval=0.05, settings=settings)
+        relay.durability_recheck_s = 0.2
         await queue.config_set("appendonly", "no")
         assert relay.wants_durable and relay.durable
         relay.start()
-        # a server with appendonly off cannot confirm
-        await eventually(lambda: truthy(not relay.durable), 5, "the relay to stop asking for durability")
-        await queue.config_set("appendonly", "yes")
-        await eventually(lambda: truthy(relay.durable), 10, "the relay to ask again, and find it can")
-    finally:
-        await relay.stop()
-        await queue.aclose()
-        valkey.stop()
+        try:
+            # a server with appendonly off cannot confirm
+            await eventually(lambda: truthy(not relay.durable), 5, "the relay to stop asking for durability")
+            await queue.config_set("appendonly", "yes")
+            await eventually(lambda: truthy(relay.durable), 10, "the relay to ask again, and find it can")
+        finally:
+            await relay.stop()

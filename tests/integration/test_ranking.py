@@ -73,3 +73,9 @@ async def test_changed_weights_rebuild_l1_once_at_start(servers, tmp_path):
 
         await eventually(ready_under_new_weights, 10, "the rebuild under the new weights")
         assert await redis.zscore(key, oldest) == pytest.approx(0.9, abs=1e-6)  # importance is a float4
+        generation = await redis.get(layout.GENERATION_KEY)
+    # once: a later start under the same weights keeps the marker (no invalidation, no rebuild)
+    async with own_redis(servers, tmp_path / "valkey", MEMORY_CONFIG=json.dumps(config)) as third:
+        redis = third.app.state.l1_redis
+        assert await redis.get(layout.GENERATION_KEY) == generation
+        assert (await redis.get(layout.READY_KEY)).decode() == layout.ready_value((1.0, 0.0))
