@@ -117,7 +117,7 @@ async def _remember_in_session(ctx: ToolContext, fragment: dict[str, Any], linke
 async def _check_session_links(ctx: ToolContext, key: str, targets: list[str]) -> None:
     in_session = {
         entry["id"]
-        for entry in await working_memory.entries(ctx.redis, key)
+        for entry in await working_memory.entries(ctx.redis, key, holding=targets)
         if working_memory.visible(entry, ctx.scope.workspace, ctx.visible_agents())
     }
     stored = [t for t in targets if t not in in_session]
