@@ -96,6 +96,28 @@ async def test_workers_do_not_trace_their_queue_bookkeeping(system, otlp):
     assert not bookkeeping, bookkeeping[:10]
 
 
+async def test_a_recall_span_names_its_tiers_and_vector_plan_but_not_the_question(system, otlp):
+    workspace = f"traced-{time.time_ns()}"
+    async with mcp_client(system, workspace=workspace) as client:
+        await client.call_tool(
+            "remember", {"content": "the lighthouse keeper logs storms", "topic": "e2e-trace", "type": "fact"}
+        )
+        await client.call_tool("recall", {"keywords": ["lighthouse"]})
+        await client.call_tool("recall", {"text": "who writes down the weather at sea"})
+
+    def recalls():
+        spans = [s for s in otlp.find("memento-memory-api", "tool recall") if "memento.recall.tiers" in s.attributes]
+        return spans if any("memento.recall.vector_plan" in s.attributes for s in spans) else None
+
+    spans = await wait_for_spans(recalls)
+    by_keyword = [s.attributes for s in spans if "memento.recall.vector_plan" not in s.attributes]
+    by_text = [s.attributes for s in spans if "memento.recall.vector_plan" in s.attributes]
+    assert any({"L1", "L2"} & set(a["memento.recall.tiers"]) for a in by_keyword), by_keyword
+    assert {a["memento.recall.vector_plan"] for a in by_text} <= {"exact", "hnsw"}
+    said = " ".join(str(v) for s in spans for v in s.attributes.values())
+    assert "lighthouse" not in said and "weather" not in said
+
+
 def scrape(url: str) -> dict[tuple[str, tuple], float]:
     samples = {}
     for family in text_string_to_metric_families(httpx.get(url + "/metrics").text):

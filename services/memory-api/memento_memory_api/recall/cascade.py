@@ -9,6 +9,8 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
+from opentelemetry import trace
+
 from memento_memory_api import render
 from memento_memory_api.context import ToolContext
 from memento_memory_api.embedding_client import EmbeddingUnavailable
@@ -107,6 +109,7 @@ async def _recall_in(
             topic=args.topic,
             ftype=args.type,
         )
+        trace.get_current_span().set_attribute("memento.recall.vector_plan", strategy.name)
         query_vector = await embedding
         if query_vector is not None:
             hits = await vector.search(conn, strategy, query_vector)
@@ -145,6 +148,8 @@ async def _recall_in(
 
     for tier in tiers.values():
         RECALL_TIER_HITS.labels(tier).inc()
+    # for whoever reads a slow recall's trace: which tiers found its candidates (never what was asked)
+    trace.get_current_span().set_attribute("memento.recall.tiers", sorted(set(tiers.values())))
     result = [render.fragment(rows[i], tiers.get(i), similarity.get(i)) for i in chosen]
     result += [render.fragment(r, "link", None, linked=True) for r in linked_rows]
     ctx.access.record(scope, [f["id"] for f in result])
