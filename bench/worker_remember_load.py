@@ -161,6 +161,8 @@ async def main_async(args: argparse.Namespace) -> dict:
         latencies = await run(system, workspace, args.seconds, args.clients, Pacer(args.rate), counter)
         elapsed = time.perf_counter() - started
         cores = cpu_share(cpu_before, system.cpu_seconds(), elapsed)
+        # CPU per acknowledged write, every process (the MCP clients are this one, `bench`): what two cores divide by
+        cpu_ms = {k: round(v * elapsed * 1000 / max(1, len(latencies)), 2) for k, v in cores.items()}
         print(f"bench: {len(latencies)} writes acknowledged; waiting up to {args.drain:g} s for embeddings ...")
         embedding = await lag(system.owner_url(), workspace, args.drain)
         return {
@@ -174,6 +176,7 @@ async def main_async(args: argparse.Namespace) -> dict:
             "remember": percentiles(latencies) | {"throughput_per_s": round(len(latencies) / elapsed, 1)},
             "embedding": embedding,
             "cores_during_load": cores,
+            "cpu_ms_per_remember": cpu_ms,
             "memory_mb": system.memory(),
         }
     finally:
@@ -197,6 +200,11 @@ def report(r: dict) -> None:
     print(f"{'embedding lag p50 / p95 s':38} {lag.get('p50_s')} / {lag.get('p95_s')}   (no SPEC figure)")
     cores = ", ".join(f"{k} {v}" for k, v in sorted(r.get("cores_during_load", {}).items(), key=lambda kv: -kv[1]))
     print(f"{'cores used during the load':38} {cores}")
+    if cpu := r.get("cpu_ms_per_remember"):
+        total, cpus, target = sum(cpu.values()), os.cpu_count() or 1, SPEC["throughput_per_s"]
+        budget = f"{target:g}/s on {cpus} cores needs <= {cpus * 1000 / target:g}"
+        print(f"{'CPU per acknowledged remember, ms':38} {total:>12.2f}   {budget} (clients {cpu.get('bench', 0):g})")
+        print(f"{'ceiling at that cost on these cores /s':38} {cpus * 1000 / total:>12.1f}")
     print(f"{'embedded / written':38} {emb['embedded']} / {emb['written']}{'' if emb['drained'] else ' (not drained)'}")
 
 
