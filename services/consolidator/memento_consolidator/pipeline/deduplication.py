@@ -28,8 +28,15 @@ KEYS_SQL = (
     "SELECT agent_id, content_key FROM agent_memory.fragments WHERE tenant_id = $1 AND workspace = $2"
     " GROUP BY agent_id, content_key HAVING count(*) > 1"
 )
+
+
+def deletable(alias: str = "") -> str:
+    """A duplicate that may go: anchors and permanent fragments are kept even when their content repeats."""
+    return f"NOT {alias}is_anchor AND {alias}ttl_tier <> 'permanent'"
+
+
 MEMBERS_SQL = (
-    "SELECT id, agent_id, content_key, NOT is_anchor AND ttl_tier <> 'permanent' AS deletable"
+    f"SELECT id, agent_id, content_key, {deletable()} AS deletable"
     " FROM agent_memory.fragments WHERE tenant_id = $1 AND workspace = $2 AND agent_id = ANY($3)"
     " AND content_key = ANY($4) ORDER BY agent_id, content_key, created_at, id"
 )
@@ -56,7 +63,7 @@ LOCK_PAIRS = (
     "SELECT s.id AS survivor, v.id AS victim FROM unnest($1::text[], $2::text[], $3::text[]) AS p(survivor, victim,"
     " content_key) JOIN agent_memory.fragments s ON s.id = p.survivor JOIN agent_memory.fragments v ON v.id = p.victim"
     " WHERE s.content_key = p.content_key AND v.content_key = p.content_key AND v.agent_id = s.agent_id"
-    " AND NOT v.is_anchor AND v.ttl_tier <> 'permanent' ORDER BY v.id FOR UPDATE OF s, v SKIP LOCKED"
+    f" AND {deletable('v.')} ORDER BY v.id FOR UPDATE OF s, v SKIP LOCKED"
 )
 REPOINT_LINKS = (
     "INSERT INTO agent_memory.fragment_links (tenant_id, workspace, agent_id, from_id, to_id, relation_type,"
