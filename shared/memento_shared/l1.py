@@ -24,6 +24,8 @@ LEGACY_READY_KEYS = ("memento:l1:ready",)
 REBUILD_LOCK = "memento:l1:rebuilding"
 # bumped by every invalidation: a rebuild that began before one must not mark L1 ready when it ends
 GENERATION_KEY = "memento:l1:generation"
+# the weights L1 is to be scored with: the newest memory-api replica's, held while a replica with them runs (L1Keeper)
+WEIGHTS_KEY = "memento:l1:weights"
 SETS_PATTERN = "memento:l1:{*"  # every keyword set (the `{tenant}` hash tag), not the keys above
 
 

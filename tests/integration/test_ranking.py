@@ -1,6 +1,7 @@
 """recall's order without `text` (seed 000 §4.4): newest first while the caller's store holds at most
 MEMORY_CONFIG.ranking.activationThreshold fragments, composite rank with the configured weights above it; L1's
-scores follow the same weights, and a change of weights rebuilds L1 once."""
+scores follow the same weights, and a change of weights rebuilds L1 once (with the newest replica's weights when
+replicas of two configurations run side by side)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import json
 import pytest
 
 from memento_shared import l1 as layout
+from tests.fixtures.apps import memory_api_on
 from tests.fixtures.own_redis import own_redis
 from tests.fixtures.waiting import eventually
 
@@ -79,3 +81,35 @@ async def test_changed_weights_rebuild_l1_once_at_start(servers, tmp_path):
         redis = third.app.state.l1_redis
         assert await redis.get(layout.GENERATION_KEY) == generation
         assert (await redis.get(layout.READY_KEY)).decode() == layout.ready_value((1.0, 0.0))
+
+
+async def test_replicas_of_two_configurations_keep_l1_scored_with_the_newer_ones_weights(servers, tmp_path):
+    """A rolling update or a canary: an older replica must not rebuild L1 with its weights while a newer one runs,
+    or L1 would keep them after the update; once every newer replica is gone, the older one takes over."""
+    newer_weights = (1.0, 0.0)
+    config = {"ranking": {"importanceWeight": 1.0, "recencyWeight": 0.0}}
+    async with own_redis(servers, tmp_path / "valkey") as older:
+        await store(older)
+        redis = older.app.state.l1_redis
+
+        async def marker() -> str | None:
+            value = await redis.get(layout.READY_KEY)
+            return value.decode() if value is not None else None
+
+        async with memory_api_on(servers.settings(REDIS_URL=older.valkey.url, MEMORY_CONFIG=json.dumps(config))) as api:
+
+            async def built_with_newer_weights() -> bool:
+                return await marker() == layout.ready_value(newer_weights)
+
+            await eventually(built_with_newer_weights, 10, "L1 rebuilt with the newer weights")
+            older_keeper, newer_keeper = older.app.state.l1_keeper, api.app.state.l1_keeper
+            await older_keeper.stop()  # from here each keeper's passes run by hand
+            await newer_keeper.stop()
+            await layout.invalidate(redis)  # L1 lost (say, a Redis flush) while both run
+            await older_keeper.check()
+            assert await marker() is None, "the older configuration left the rebuild to the newer one"
+            await newer_keeper.check()
+            assert await marker() == layout.ready_value(newer_weights)
+        await redis.delete(layout.WEIGHTS_KEY)  # the newer replica's claim lapses (it renews no more)
+        await older_keeper.check()
+        assert await marker() == layout.ready_value(layout.DEFAULT_WEIGHTS), "the remaining replica rebuilt L1"

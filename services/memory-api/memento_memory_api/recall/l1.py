@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 
 import asyncpg
 from redis.asyncio import Redis
@@ -125,10 +125,16 @@ return 1
 """
 
 
-async def ensure_ready(redis: Redis | None, pool: asyncpg.Pool, w: layout.Weights = layout.DEFAULT_WEIGHTS) -> bool:
+async def ensure_ready(
+    redis: Redis | None,
+    pool: asyncpg.Pool,
+    w: layout.Weights = layout.DEFAULT_WEIGHTS,
+    between_batches: Callable[[], Awaitable[object]] | None = None,
+) -> bool:
     """Rebuild L1 from Postgres (scored with weights `w`) unless the ready marker is there; one rebuild at a time
     across replicas. The old sets go first: they may hold what a lost removal left (a forgotten id, a keyword an
-    amend dropped), which adding alone would keep. Marked ready only if nothing invalidated L1 meanwhile."""
+    amend dropped), which adding alone would keep. Marked ready only if nothing invalidated L1 meanwhile.
+    `between_batches` is awaited after each batch (the keeper renews its claim: a rebuild can take minutes)."""
     if redis is None:
         return False
     try:
@@ -142,7 +148,7 @@ async def ensure_ready(redis: Redis | None, pool: asyncpg.Pool, w: layout.Weight
         generation = await begin_generation(redis)
         await redis.delete(*layout.LEGACY_READY_KEYS)
         await _clear(redis)
-        await _rebuild(redis, pool, w)
+        await _rebuild(redis, pool, w, between_batches)
         if not await mark_ready(redis, generation, w):
             log.info("l1.rebuild_outdated")  # invalidated while it ran: the next pass rebuilds again
             return False
@@ -186,7 +192,9 @@ async def _batched(keys, size: int):
         yield batch
 
 
-async def _rebuild(redis: Redis, pool: asyncpg.Pool, w: layout.Weights) -> None:
+async def _rebuild(
+    redis: Redis, pool: asyncpg.Pool, w: layout.Weights, between_batches: Callable[[], Awaitable[object]] | None
+) -> None:
     """One sequential pass over fragments under one snapshot, through a cursor. Paging by id instead read the heap in
     id order, which for random ids is random order: at a million fragments it was bound by Postgres's reads, not
     by Redis. Every row of the snapshot is visited however updates move it; writes committed after it index
@@ -202,13 +210,30 @@ async def _rebuild(redis: Redis, pool: asyncpg.Pool, w: layout.Weights) -> None:
                         key = layout.key(row["tenant_id"], row["workspace"], row["agent_id"], keyword)
                         pipe.zadd(key, {row["id"]: score})
                 await pipe.execute()
+            if between_batches is not None:
+                await between_batches()
+
+
+# KEYS: the wanted weights. ARGV: this replica's weights, the claim's lifetime (s), 1 to take the claim over. 1 when
+# this replica's weights are the wanted ones (its claim is then renewed), else 0.
+CLAIM_WEIGHTS = """
+local wanted = redis.call('GET', KEYS[1])
+if ARGV[3] == '1' or not wanted or wanted == ARGV[1] then
+  redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[2])
+  return 1
+end
+return 0
+"""
 
 
 class L1Keeper:
     """Checks the ready marker now and then and rebuilds when Redis came back empty, or when a write to L1 failed.
-    At start, a marker left by a build with other ranking weights (MEMORY_CONFIG.ranking changed) is dropped once,
-    so the scores follow the configuration; only at start, so replicas of two configurations in a rolling update
-    do not take turns rebuilding."""
+
+    L1's scores follow MEMORY_CONFIG.ranking's weights. Replicas configured differently (a rolling update, a canary)
+    would take turns rebuilding, so one set of weights is wanted at a time: a starting replica claims it for its
+    own, and only replicas with the wanted weights rebuild (dropping a marker built with others). Each renews the
+    claim on every pass, so when every replica of the wanted weights is gone it lapses and a remaining one takes it.
+    """
 
     def __init__(
         self,
@@ -225,6 +250,7 @@ class L1Keeper:
         self.redis_away = False  # a write, and every marker drop since, failed: later writes need not try
         self._reads_paused_until = 0.0  # monotonic time: a read failed, so reads wait a little before trying again
         self._failures = 0  # writes lost so far: one lost while an invalidation is in flight needs another
+        self.claim_ttl_s = max(30, int(interval * 6))  # several missed passes before the claim lapses
         self._task: asyncio.Task | None = None
 
     @property
@@ -257,7 +283,7 @@ class L1Keeper:
         """Start checking; wait briefly for the first pass so a small store serves L1 from the first request."""
         if self.redis is None:
             return
-        await self._drop_marker_of_other_weights()
+        await self._claim_weights(take_over=True)  # a replica started with new weights is the newer configuration
         first_pass = asyncio.Event()
         self._task = asyncio.create_task(self._run(first_pass))
         try:
@@ -268,13 +294,36 @@ class L1Keeper:
 
     async def _run(self, first_pass: asyncio.Event) -> None:
         while True:
-            if self.out_of_step:
-                await self._invalidate()
-                if self.out_of_step and not self.redis_away:
-                    continue  # a write skipped while the drop was on its way: drop again now, before any rebuild
-            await ensure_ready(self.redis, self.pool, self.weights)
+            if await self.check():
+                continue  # a write skipped while the drop was on its way: drop again now, before any rebuild
             first_pass.set()
             await asyncio.sleep(self.interval)
+
+    async def check(self) -> bool:
+        """One pass: drop the marker if a write was lost, and rebuild if L1 is not ready and this replica's weights
+        are the wanted ones. True when another drop is owed at once."""
+        if self.out_of_step:
+            await self._invalidate()
+            if self.out_of_step and not self.redis_away:
+                return True
+        if await self._claim_weights():
+            await self._drop_marker_of_other_weights()
+            await ensure_ready(self.redis, self.pool, self.weights, between_batches=self._claim_weights)
+        return False
+
+    async def _claim_weights(self, take_over: bool = False) -> bool:
+        try:
+            wanted = await self.redis.eval(
+                CLAIM_WEIGHTS,
+                1,
+                layout.WEIGHTS_KEY,
+                layout.ready_value(self.weights),
+                self.claim_ttl_s,
+                int(take_over),
+            )
+            return bool(wanted)
+        except (RedisError, OSError):
+            return False  # Redis away: nothing to rebuild into; the next pass asks again
 
     async def _drop_marker_of_other_weights(self) -> None:
         try:
