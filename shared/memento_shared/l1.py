@@ -24,8 +24,8 @@ LEGACY_READY_KEYS = ("memento:l1:ready",)
 REBUILD_LOCK = "memento:l1:rebuilding"
 # bumped by every invalidation: a rebuild that began before one must not mark L1 ready when it ends
 GENERATION_KEY = "memento:l1:generation"
-# the weights L1 is to be scored with: the newest memory-api replica's, held while a replica with them runs (L1Keeper)
-WEIGHTS_KEY = "memento:l1:weights"
+# a hash: the weights L1 is to be scored with and when the replica that claimed them started (L1Keeper)
+WANTED_KEY = "memento:l1:wanted"
 SETS_PATTERN = "memento:l1:{*"  # every keyword set (the `{tenant}` hash tag), not the keys above
 
 
@@ -52,6 +52,12 @@ def weights(memory_config: dict) -> Weights:
 def ready_value(w: Weights) -> str:
     """What the ready marker holds: the weights the scores were computed with (a change rebuilds, see memory-api)."""
     return f"{w[0]!r}:{w[1]!r}"
+
+
+def parse_weights(value: str) -> Weights:
+    """`ready_value`'s inverse."""
+    importance, recency = value.split(":")
+    return float(importance), float(recency)
 
 
 def score(importance: float, created_at: datetime, w: Weights = DEFAULT_WEIGHTS) -> float:

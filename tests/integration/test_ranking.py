@@ -10,6 +10,7 @@ import json
 
 import pytest
 
+from memento_memory_api.recall.l1 import begin_generation, mark_ready
 from memento_shared import l1 as layout
 from tests.fixtures.apps import memory_api_on
 from tests.fixtures.own_redis import own_redis
@@ -85,8 +86,10 @@ async def test_changed_weights_rebuild_l1_once_at_start(servers, tmp_path):
 
 async def test_replicas_of_two_configurations_keep_l1_scored_with_the_newer_ones_weights(servers, tmp_path):
     """A rolling update or a canary: an older replica must not rebuild L1 with its weights while a newer one runs,
-    or L1 would keep them after the update; once every newer replica is gone, the older one takes over."""
-    newer_weights = (1.0, 0.0)
+    or L1 would keep them after the update; the newer one gets its claim back after a lapse, and once every newer
+    replica is gone the older one takes over."""
+    newer_weights = layout.ready_value((1.0, 0.0))
+    older_weights = layout.ready_value(layout.DEFAULT_WEIGHTS)
     config = {"ranking": {"importanceWeight": 1.0, "recencyWeight": 0.0}}
     async with own_redis(servers, tmp_path / "valkey") as older:
         await store(older)
@@ -99,17 +102,41 @@ async def test_replicas_of_two_configurations_keep_l1_scored_with_the_newer_ones
         async with memory_api_on(servers.settings(REDIS_URL=older.valkey.url, MEMORY_CONFIG=json.dumps(config))) as api:
 
             async def built_with_newer_weights() -> bool:
-                return await marker() == layout.ready_value(newer_weights)
+                return await marker() == newer_weights
 
             await eventually(built_with_newer_weights, 10, "L1 rebuilt with the newer weights")
             older_keeper, newer_keeper = older.app.state.l1_keeper, api.app.state.l1_keeper
             await older_keeper.stop()  # from here each keeper's passes run by hand
             await newer_keeper.stop()
-            await layout.invalidate(redis)  # L1 lost (say, a Redis flush) while both run
+
+            await layout.invalidate(redis)  # L1 lost while both run
             await older_keeper.check()
             assert await marker() is None, "the older configuration left the rebuild to the newer one"
+            written = await older.call(
+                "remember",
+                {"content": "kafka acls", "topic": "kafka", "type": "fact", "keywords": ["kafka"], "importance": 0.7},
+            )
+            kafka = layout.key(older.tenant, "default", "default", "kafka")
+            # the older replica's writes score with the wanted weights (importance alone), among the rebuilt ones
+            assert await redis.zscore(kafka, written["result"]["id"]) == pytest.approx(0.7, abs=1e-6)
             await newer_keeper.check()
-            assert await marker() == layout.ready_value(newer_weights)
-        await redis.delete(layout.WEIGHTS_KEY)  # the newer replica's claim lapses (it renews no more)
+            assert await marker() == newer_weights
+            assert 0 < await redis.ttl(layout.WANTED_KEY) <= newer_keeper.claim_ttl_s, "each pass renews the claim"
+
+            # a rebuild with the older weights that was already running cannot mark L1 ready when it ends
+            generation = await begin_generation(redis)
+            assert not await mark_ready(redis, generation, layout.DEFAULT_WEIGHTS)
+
+            # the claim lapses (Redis flushed, or away longer than its lifetime): whoever passes first takes it, and
+            # the newer replica takes it back
+            await redis.delete(layout.WANTED_KEY)
+            await older_keeper.check()
+            assert await marker() == older_weights
+            await newer_keeper.check()
+            assert await marker() == newer_weights
+            await older_keeper.check()
+            assert await marker() == newer_weights
+
+        await redis.delete(layout.WANTED_KEY)  # the newer replica is gone: its claim lapses (it renews no more)
         await older_keeper.check()
-        assert await marker() == layout.ready_value(layout.DEFAULT_WEIGHTS), "the remaining replica rebuilt L1"
+        assert await marker() == older_weights, "the remaining replica rebuilt L1 with its weights"

@@ -50,7 +50,8 @@ class ToolContext:
         return self.redis
 
     def l1_weights(self) -> l1_layout.Weights:
-        return self.l1.weights if self.l1 is not None else l1_layout.DEFAULT_WEIGHTS
+        """What L1 is scored with now (the newest replica's configuration), so this write sorts among the rest."""
+        return self.l1.scoring if self.l1 is not None else l1_layout.DEFAULT_WEIGHTS
 
     def l1_trusted(self) -> bool:
         return self.l1 is None or self.l1.readable

@@ -117,9 +117,12 @@ async def lookup(
     return ids
 
 
-# KEYS: generation, ready marker. ARGV: the generation the rebuild began at, the marker's value. 1 if marked.
+# KEYS: generation, ready marker, wanted weights. ARGV: the generation the rebuild began at, the marker's value (its
+# weights). 1 if marked: not if L1 was invalidated meanwhile, or other weights are wanted now.
 MARK_READY = """
 if (redis.call('GET', KEYS[1]) or '') ~= ARGV[1] then return 0 end
+local wanted = redis.call('HGET', KEYS[3], 'weights')
+if wanted and wanted ~= ARGV[2] then return 0 end
 redis.call('SET', KEYS[2], ARGV[2])
 return 1
 """
@@ -171,9 +174,10 @@ async def begin_generation(redis: Redis) -> str:
 
 
 async def mark_ready(redis: Redis, generation: str, w: layout.Weights) -> bool:
-    """Set the ready marker unless L1 was invalidated since `generation` was read."""
-    keys = (layout.GENERATION_KEY, layout.READY_KEY)
-    return bool(await redis.eval(MARK_READY, 2, *keys, generation, layout.ready_value(w)))
+    """Set the ready marker unless L1 was invalidated since `generation` was read, or weights other than `w` are
+    wanted now (a newer replica claimed them while this rebuild ran)."""
+    keys = (layout.GENERATION_KEY, layout.READY_KEY, layout.WANTED_KEY)
+    return bool(await redis.eval(MARK_READY, 3, *keys, generation, layout.ready_value(w)))
 
 
 async def _clear(redis: Redis) -> None:
@@ -214,15 +218,17 @@ async def _rebuild(
                 await between_batches()
 
 
-# KEYS: the wanted weights. ARGV: this replica's weights, the claim's lifetime (s), 1 to take the claim over. 1 when
-# this replica's weights are the wanted ones (its claim is then renewed), else 0.
+# KEYS: the wanted weights (a hash). ARGV: this replica's weights, its start time, the claim's lifetime (s). Returns
+# the wanted weights. They are this replica's (and the claim is renewed) when nobody claims, the claim holds the same
+# weights (it keeps the latest start among their replicas), or it was made by a replica started before this one.
 CLAIM_WEIGHTS = """
-local wanted = redis.call('GET', KEYS[1])
-if ARGV[3] == '1' or not wanted or wanted == ARGV[1] then
-  redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[2])
-  return 1
+local weights, started = unpack(redis.call('HMGET', KEYS[1], 'weights', 'started'))
+if weights and weights ~= ARGV[1] and tonumber(started) > tonumber(ARGV[2]) then return weights end
+if weights ~= ARGV[1] or tonumber(started) < tonumber(ARGV[2]) then
+  redis.call('HSET', KEYS[1], 'weights', ARGV[1], 'started', ARGV[2])
 end
-return 0
+redis.call('EXPIRE', KEYS[1], ARGV[3])
+return ARGV[1]
 """
 
 
@@ -230,9 +236,12 @@ class L1Keeper:
     """Checks the ready marker now and then and rebuilds when Redis came back empty, or when a write to L1 failed.
 
     L1's scores follow MEMORY_CONFIG.ranking's weights. Replicas configured differently (a rolling update, a canary)
-    would take turns rebuilding, so one set of weights is wanted at a time: a starting replica claims it for its
-    own, and only replicas with the wanted weights rebuild (dropping a marker built with others). Each renews the
-    claim on every pass, so when every replica of the wanted weights is gone it lapses and a remaining one takes it.
+    would take turns rebuilding, so one set of weights is wanted at a time: the newest-started replica's. Only
+    replicas with the wanted weights rebuild (dropping a marker built with others), and a rebuild with other weights
+    cannot mark L1 ready. Each pass renews the claim; when every replica of the wanted weights is gone it lapses
+    and a remaining one takes it, and a newer replica takes it back after a lapse (Redis flushed, or away longer
+    than the claim's lifetime). Any replica's start moves the claim to its weights, so a replica of the older
+    configuration that restarts during a canary costs one more rebuild.
     """
 
     def __init__(
@@ -245,12 +254,14 @@ class L1Keeper:
         self.redis = redis
         self.pool = pool
         self.interval = interval
-        self.weights = weights
+        self.weights = weights  # configured: what this replica rebuilds L1 with
+        self.scoring = weights  # wanted (by the newest replica), as last seen: what this replica's writes score with
         self.out_of_step = False  # a write failed and the ready marker has not been dropped yet
         self.redis_away = False  # a write, and every marker drop since, failed: later writes need not try
         self._reads_paused_until = 0.0  # monotonic time: a read failed, so reads wait a little before trying again
         self._failures = 0  # writes lost so far: one lost while an invalidation is in flight needs another
         self.claim_ttl_s = max(30, int(interval * 6))  # several missed passes before the claim lapses
+        self.started = f"{time.time():.6f}"  # wall clock: replicas on other machines compare it
         self._task: asyncio.Task | None = None
 
     @property
@@ -283,7 +294,7 @@ class L1Keeper:
         """Start checking; wait briefly for the first pass so a small store serves L1 from the first request."""
         if self.redis is None:
             return
-        await self._claim_weights(take_over=True)  # a replica started with new weights is the newer configuration
+        await self._claim_weights()  # at once, so replicas of other weights stop rebuilding before their next pass
         first_pass = asyncio.Event()
         self._task = asyncio.create_task(self._run(first_pass))
         try:
@@ -311,17 +322,13 @@ class L1Keeper:
             await ensure_ready(self.redis, self.pool, self.weights, between_batches=self._claim_weights)
         return False
 
-    async def _claim_weights(self, take_over: bool = False) -> bool:
+    async def _claim_weights(self) -> bool:
+        ours = layout.ready_value(self.weights)
         try:
-            wanted = await self.redis.eval(
-                CLAIM_WEIGHTS,
-                1,
-                layout.WEIGHTS_KEY,
-                layout.ready_value(self.weights),
-                self.claim_ttl_s,
-                int(take_over),
-            )
-            return bool(wanted)
+            wanted = await self.redis.eval(CLAIM_WEIGHTS, 1, layout.WANTED_KEY, ours, self.started, self.claim_ttl_s)
+            wanted = wanted.decode() if isinstance(wanted, bytes) else wanted
+            self.scoring = layout.parse_weights(wanted)  # so this replica's writes sort among the rebuilt scores
+            return wanted == ours
         except (RedisError, OSError):
             return False  # Redis away: nothing to rebuild into; the next pass asks again
 
