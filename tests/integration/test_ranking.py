@@ -10,6 +10,7 @@ import json
 
 import pytest
 
+from memento_memory_api.recall import l1
 from memento_memory_api.recall.l1 import begin_generation, mark_ready
 from memento_shared import l1 as layout
 from tests.fixtures.apps import memory_api_on
@@ -84,7 +85,9 @@ async def test_changed_weights_rebuild_l1_once_at_start(servers, tmp_path):
         assert (await redis.get(layout.READY_KEY)).decode() == layout.ready_value((1.0, 0.0))
 
 
-async def test_replicas_of_two_configurations_keep_l1_scored_with_the_newer_ones_weights(servers, tmp_path):
+async def test_replicas_of_two_configurations_keep_l1_scored_with_the_newer_ones_weights(
+    servers, tmp_path, monkeypatch
+):
     """A rolling update or a canary: an older replica must not rebuild L1 with its weights while a newer one runs,
     or L1 would keep them after the update; the newer one gets its claim back after a lapse, and once every newer
     replica is gone the older one takes over."""
@@ -126,6 +129,27 @@ async def test_replicas_of_two_configurations_keep_l1_scored_with_the_newer_ones
             # a rebuild with the older weights that was already running cannot mark L1 ready when it ends
             generation = await begin_generation(redis)
             assert not await mark_ready(redis, generation, layout.DEFAULT_WEIGHTS)
+            # and stops at its next batch, rather than hold the rebuild lock for minutes at a million fragments
+            batches = []
+
+            async def still_wanted() -> bool:
+                batches.append(1)
+                return await older_keeper._claim_weights()
+
+            monkeypatch.setattr(l1, "REBUILD_BATCH", 1)  # one row per batch: the store holds several
+            await layout.invalidate(redis)
+            assert not await l1.ensure_ready(redis, older.app.state.pool, layout.DEFAULT_WEIGHTS, still_wanted)
+            assert batches == [1] and not await redis.exists(layout.REBUILD_LOCK)
+            monkeypatch.undo()
+            await newer_keeper.check()
+            assert await marker() == newer_weights
+
+            # a claim this version cannot read is dropped, not fatal to the keeper
+            await redis.hset(layout.WANTED_KEY, mapping={"weights": "1:2:3", "started": "9e18"})
+            assert not await older_keeper.check()
+            assert not await redis.exists(layout.WANTED_KEY)
+            await newer_keeper.check()
+            assert await redis.hget(layout.WANTED_KEY, "weights") == newer_weights.encode()
 
             # the claim lapses (Redis flushed, or away longer than its lifetime): whoever passes first takes it, and
             # the newer replica takes it back

@@ -132,12 +132,13 @@ async def ensure_ready(
     redis: Redis | None,
     pool: asyncpg.Pool,
     w: layout.Weights = layout.DEFAULT_WEIGHTS,
-    between_batches: Callable[[], Awaitable[object]] | None = None,
+    between_batches: Callable[[], Awaitable[bool]] | None = None,
 ) -> bool:
     """Rebuild L1 from Postgres (scored with weights `w`) unless the ready marker is there; one rebuild at a time
     across replicas. The old sets go first: they may hold what a lost removal left (a forgotten id, a keyword an
     amend dropped), which adding alone would keep. Marked ready only if nothing invalidated L1 meanwhile.
-    `between_batches` is awaited after each batch (the keeper renews its claim: a rebuild can take minutes)."""
+    `between_batches` is awaited after each batch (the keeper renews its claim: a rebuild can take minutes); False
+    stops the rebuild (other weights are wanted now: it would hold the lock for nothing)."""
     if redis is None:
         return False
     try:
@@ -151,8 +152,7 @@ async def ensure_ready(
         generation = await begin_generation(redis)
         await redis.delete(*layout.LEGACY_READY_KEYS)
         await _clear(redis)
-        await _rebuild(redis, pool, w, between_batches)
-        if not await mark_ready(redis, generation, w):
+        if not await _rebuild(redis, pool, w, between_batches) or not await mark_ready(redis, generation, w):
             log.info("l1.rebuild_outdated")  # invalidated while it ran: the next pass rebuilds again
             return False
         log.info("l1.rebuilt")
@@ -197,8 +197,8 @@ async def _batched(keys, size: int):
 
 
 async def _rebuild(
-    redis: Redis, pool: asyncpg.Pool, w: layout.Weights, between_batches: Callable[[], Awaitable[object]] | None
-) -> None:
+    redis: Redis, pool: asyncpg.Pool, w: layout.Weights, between_batches: Callable[[], Awaitable[bool]] | None
+) -> bool:
     """One sequential pass over fragments under one snapshot, through a cursor. Paging by id instead read the heap in
     id order, which for random ids is random order: at a million fragments it was bound by Postgres's reads, not
     by Redis. Every row of the snapshot is visited however updates move it; writes committed after it index
@@ -214,8 +214,9 @@ async def _rebuild(
                         key = layout.key(row["tenant_id"], row["workspace"], row["agent_id"], keyword)
                         pipe.zadd(key, {row["id"]: score})
                 await pipe.execute()
-            if between_batches is not None:
-                await between_batches()
+            if between_batches is not None and not await between_batches():
+                return False
+    return True
 
 
 # KEYS: the wanted weights (a hash). ARGV: this replica's weights, its start time, the claim's lifetime (s). Returns
@@ -223,8 +224,8 @@ async def _rebuild(
 # weights (it keeps the latest start among their replicas), or it was made by a replica started before this one.
 CLAIM_WEIGHTS = """
 local weights, started = unpack(redis.call('HMGET', KEYS[1], 'weights', 'started'))
-if weights and weights ~= ARGV[1] and tonumber(started) > tonumber(ARGV[2]) then return weights end
-if weights ~= ARGV[1] or tonumber(started) < tonumber(ARGV[2]) then
+if weights and weights ~= ARGV[1] and (tonumber(started) or 0) > tonumber(ARGV[2]) then return weights end
+if weights ~= ARGV[1] or (tonumber(started) or 0) < tonumber(ARGV[2]) then
   redis.call('HSET', KEYS[1], 'weights', ARGV[1], 'started', ARGV[2])
 end
 redis.call('EXPIRE', KEYS[1], ARGV[3])
@@ -240,8 +241,8 @@ class L1Keeper:
     replicas with the wanted weights rebuild (dropping a marker built with others), and a rebuild with other weights
     cannot mark L1 ready. Each pass renews the claim; when every replica of the wanted weights is gone it lapses
     and a remaining one takes it, and a newer replica takes it back after a lapse (Redis flushed, or away longer
-    than the claim's lifetime). Any replica's start moves the claim to its weights, so a replica of the older
-    configuration that restarts during a canary costs one more rebuild.
+    than the claim's lifetime). Any replica's start moves the claim to its weights: a replica of the older
+    configuration that restarts during a canary moves L1 back to them (a rebuild) until a newer one starts.
     """
 
     def __init__(
@@ -327,7 +328,12 @@ class L1Keeper:
         try:
             wanted = await self.redis.eval(CLAIM_WEIGHTS, 1, layout.WANTED_KEY, ours, self.started, self.claim_ttl_s)
             wanted = wanted.decode() if isinstance(wanted, bytes) else wanted
-            self.scoring = layout.parse_weights(wanted)  # so this replica's writes sort among the rebuilt scores
+            try:
+                self.scoring = layout.parse_weights(wanted)  # so this replica's writes sort among the rebuilt scores
+            except ValueError:  # a claim this version cannot read (a hand edit, a later format): drop it, claim anew
+                log.warning("l1.unreadable_claim")
+                await self.redis.delete(layout.WANTED_KEY)
+                return False
             return wanted == ours
         except (RedisError, OSError):
             return False  # Redis away: nothing to rebuild into; the next pass asks again
