@@ -132,7 +132,7 @@ async def _recall_in(
             tiers.setdefault(row["id"], "L2")
 
     composite = not args.text and len(rows) > 1 and await _store_is_large(ctx, conn, agents)  # one row: no order
-    order = _order(ctx, rows, ranked_lists, bool(args.text), composite)
+    order = _order(ctx, rows, ranked_lists, composite)
     chosen, used = _within_budget(order, rows, args.tokenBudget)
     linked_rows: list[Any] = []
     if args.includeLinks and chosen:
@@ -181,13 +181,11 @@ async def _store_is_large(ctx: ToolContext, conn: Any, agents: list[str] | None)
     return large
 
 
-def _order(
-    ctx: ToolContext, rows: dict[str, Any], ranked_lists: list[list[str]], by_relevance: bool, composite: bool
-) -> list[str]:
-    """Text: by relevance (vector and lexical lists fused by RRF). Otherwise §4.4: newest first in a small store,
-    composite rank (MEMORY_CONFIG.ranking's weights) in a large one."""
+def _order(ctx: ToolContext, rows: dict[str, Any], ranked_lists: list[list[str]], composite: bool) -> list[str]:
+    """Text: by relevance (the ranked lists, which only a recall by text has, fused by RRF). Otherwise §4.4: newest
+    first in a small store, composite rank (MEMORY_CONFIG.ranking's weights) in a large one."""
     ids = list(rows)
-    if by_relevance and ranked_lists:
+    if ranked_lists:
         fused = [i for i, _ in rrf([[i for i in r if i in rows] for r in ranked_lists])]
         return fused + [i for i in ids if i not in set(fused)]
     if not composite:
