@@ -160,9 +160,12 @@ async def main_async(args: argparse.Namespace) -> dict:
         cpu_before, started = system.cpu_seconds(), time.perf_counter()
         latencies = await run(system, workspace, args.seconds, args.clients, Pacer(args.rate), counter)
         elapsed = time.perf_counter() - started
-        cores = cpu_share(cpu_before, system.cpu_seconds(), elapsed)
-        # CPU per acknowledged write, every process (the MCP clients are this one, `bench`): what two cores divide by
-        cpu_ms = {k: round(v * elapsed * 1000 / max(1, len(latencies)), 2) for k, v in cores.items()}
+        cpu_after = system.cpu_seconds()
+        cores = cpu_share(cpu_before, cpu_after, elapsed)
+        # CPU per acknowledged write, every process (the MCP clients are this one, `bench`): what two cores divide by.
+        # From the CPU seconds themselves (over 1 s): `cores` is rounded to two places.
+        writes = max(1, len(latencies))
+        cpu_ms = {k: round(v * 1000 / writes, 2) for k, v in cpu_share(cpu_before, cpu_after, 1).items()}
         print(f"bench: {len(latencies)} writes acknowledged; waiting up to {args.drain:g} s for embeddings ...")
         embedding = await lag(system.owner_url(), workspace, args.drain)
         return {

@@ -153,7 +153,7 @@ async def ensure_ready(
         await redis.delete(*layout.LEGACY_READY_KEYS)
         await _clear(redis)
         if not await _rebuild(redis, pool, w, between_batches) or not await mark_ready(redis, generation, w):
-            log.info("l1.rebuild_outdated")  # invalidated while it ran: the next pass rebuilds again
+            log.info("l1.rebuild_outdated")  # invalidated, or other weights wanted, while it ran: rebuilt later
             return False
         log.info("l1.rebuilt")
         return True
