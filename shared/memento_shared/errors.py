@@ -18,20 +18,25 @@ class ErrorCode(StrEnum):
     CONFLICT = "CONFLICT"
 
 
-RETRYABLE = {ErrorCode.RESOURCE_BUSY, ErrorCode.RATE_LIMITED, ErrorCode.STORAGE_ERROR}
+# Codes a retry of the same call can cure. STORAGE_ERROR is retryable only when it says the store could not be
+# reached (a lost connection, a timeout): the one raised for a failure inside the store's work is not.
+RETRYABLE = {ErrorCode.RESOURCE_BUSY, ErrorCode.RATE_LIMITED}
 
 
 class MementoError(Exception):
     """A failure the caller can act on; becomes an `isError` tool result with a structured body."""
 
-    def __init__(self, code: ErrorCode, message: str, *, field: str | None = None) -> None:
+    def __init__(
+        self, code: ErrorCode, message: str, *, field: str | None = None, retryable: bool | None = None
+    ) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
         self.field = field
+        self.retryable = code in RETRYABLE if retryable is None else retryable
 
     def to_body(self) -> dict:
-        error: dict = {"code": self.code.value, "message": self.message, "retryable": self.code in RETRYABLE}
+        error: dict = {"code": self.code.value, "message": self.message, "retryable": self.retryable}
         if self.field:
             error["field"] = self.field
         return {"error": error}
@@ -39,6 +44,11 @@ class MementoError(Exception):
 
 def invalid(field: str, message: str) -> MementoError:
     return MementoError(ErrorCode.INVALID_PARAMETER, f"{field}: {message}", field=field)
+
+
+def unavailable(message: str) -> MementoError:
+    """A store or service that could not be reached: the same call may well succeed in a moment."""
+    return MementoError(ErrorCode.STORAGE_ERROR, message, retryable=True)
 
 
 def not_found(what: str) -> MementoError:

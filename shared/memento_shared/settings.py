@@ -53,6 +53,12 @@ class Settings(BaseSettings):
     data_dir: str = Field("./.memento", alias="MEMENTO_DATA_DIR")
     upstream_timeout_s: float = Field(30.0, alias="UPSTREAM_TIMEOUT_SECONDS")
     consolidate_timeout_s: float = Field(120.0, alias="CONSOLIDATE_TIMEOUT_SECONDS")
+    # every dialect but `remember` (300, seed 000) stores text whole up to this many characters, and refuses longer
+    memory_max_chars: int = Field(8000, alias="MEMORY_MAX_CHARS", ge=1, le=100_000)
+    # store_memory embeds on the request path: how long it waits for the vector before storing without it
+    inline_embedding_timeout_s: float = Field(1.0, alias="INLINE_EMBEDDING_TIMEOUT_SECONDS", ge=0, le=30)
+    # store_memory's `similar` cut-off (cosine) for an embedding profile not calibrated in recall/similar.py
+    similar_min_score: float = Field(0.5, alias="SIMILAR_MIN_SCORE", ge=0, le=1)
     # recall by text: partitions up to this many vectors are scanned exactly, larger ones through HNSW
     vector_exact_max_rows: int = Field(10000, alias="VECTOR_EXACT_MAX_ROWS")
 

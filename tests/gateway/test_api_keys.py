@@ -79,7 +79,8 @@ async def test_scopes_agents_and_profiles_bound_to_the_key(app_pool, gateway, te
 
     simple = await new_key(app_pool, tenant, profiles=["simple"])
     async with gateway.client(key=simple) as client:
-        assert (await client.list_tools()).tools == []
+        names = [t.name for t in (await client.list_tools()).tools]
+        assert names == ["store_memory", "supersede_memory", "search_memories", "list_recent_memories"]
     async with gateway.http(Authorization=f"Bearer {simple}") as http:
         widened = await http.post("/mcp?profile=fragments", json=initialize())
         assert widened.status_code == 403 and "limited to simple" in widened.json()["error"]["message"]

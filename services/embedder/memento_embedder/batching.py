@@ -64,25 +64,25 @@ class Batcher:
         self._pump_task: asyncio.Task | None = None
         self._in_flight: set[asyncio.Task] = set()
 
-    async def _call(self, texts: list[str], input_type: InputType) -> np.ndarray:
+    async def _call(self, texts: list[str], input_type: InputType, lane_name: InputType) -> np.ndarray:
         if self._is_async:
             return await self.provider.embed(texts, input_type)
         # The local model gains nothing from batching (35 ms per text at 1, 4 or 8, worse at 16), so a document
         # batch runs a few texts per model call and takes its lane's lock for each: without a query lane, a query
         # arriving meanwhile gets the model next instead of after the whole batch (asyncio.Lock is first come,
         # first served).
-        lane = self._lanes[input_type]
+        lane = self._lanes[lane_name]
         parts = []
         for start in range(0, len(texts), LOCAL_MODEL_CALL):
             async with lane.lock:
                 parts.append(await lane.embed(texts[start : start + LOCAL_MODEL_CALL], input_type))
         return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
-    async def _run(self, texts: list[str], input_type: InputType) -> np.ndarray:
+    async def _run(self, texts: list[str], input_type: InputType, lane: InputType | None = None) -> np.ndarray:
         started = time.perf_counter()
         try:
             async with self.limiter.slot():
-                vectors = await self._call(texts, input_type)
+                vectors = await self._call(texts, input_type, lane or input_type)
         except Exception as exc:
             EMBEDDER_ERRORS.labels(self.provider.name, getattr(exc, "error_type", type(exc).__name__)).inc()
             if wait := retry_after_of(exc):
@@ -93,8 +93,9 @@ class Batcher:
         return vectors
 
     async def embed(self, texts: list[str], input_type: InputType) -> np.ndarray:
-        """One call for these texts now, outside the document queue (queries, the HTTP API)."""
-        return await self._run(texts, input_type)
+        """One call for these texts now, outside the document queue, on the query lane (the HTTP API: a recall's
+        query, and the document a store_memory waits for on its request path, both at full priority)."""
+        return await self._run(texts, input_type, "query")
 
     async def embed_queries(self, texts: list[str]) -> np.ndarray:
         return await self._run(texts, "query")

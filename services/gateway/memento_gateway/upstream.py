@@ -67,12 +67,12 @@ class Upstream:
             response = await self._post(path, {"arguments": arguments}, principal, session_id, progress_id)
         except UpstreamUnavailable as exc:
             if str(exc) == "RESOURCE_BUSY":
-                return _error("RESOURCE_BUSY", "memory-api did not answer in time; retry")
-            return _error("STORAGE_ERROR", "memory-api is unreachable; nothing was changed")
+                return _error("RESOURCE_BUSY", "memory-api did not answer in time; retry", retryable=True)
+            return _error("STORAGE_ERROR", "memory-api is unreachable; nothing was changed", retryable=True)
         body = _json(response)
         if not isinstance(body, dict) or ("result" not in body and "error" not in body):
             log.warning("upstream.bad_response", extra={"tool": name, "status": response.status})
-            return _error("STORAGE_ERROR", "memory-api gave no usable answer")
+            return _error("STORAGE_ERROR", "memory-api gave no usable answer", retryable=False)
         return body
 
     async def forward(
@@ -109,5 +109,5 @@ def _json(response: Answer) -> Any:
         return None
 
 
-def _error(code: str, message: str) -> dict[str, Any]:
-    return {"error": {"code": code, "message": message, "retryable": code in ("RESOURCE_BUSY", "STORAGE_ERROR")}}
+def _error(code: str, message: str, *, retryable: bool) -> dict[str, Any]:
+    return {"error": {"code": code, "message": message, "retryable": retryable}}

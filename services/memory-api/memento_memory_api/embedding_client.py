@@ -33,9 +33,21 @@ class EmbeddingClient:
         if cached is not None:
             self.cache.move_to_end(key)
             return cached
+        vector = await self._embed(text, profile, "query")
+        self.cache[key] = vector
+        if len(self.cache) > self.cache_size:
+            self.cache.popitem(last=False)
+        return vector
+
+    async def embed_document(self, text: str, profile: str) -> np.ndarray:
+        """A stored text's vector in `profile`'s space, as the embedder worker would write it, computed now on the
+        embedder's query lane (store_memory's request path). Not cached: a text is stored once."""
+        return await self._embed(text, profile, "document")
+
+    async def _embed(self, text: str, profile: str, input_type: str) -> np.ndarray:
         try:
             answer = await self.client.post_json(
-                "/v1/embeddings", {"input": [text], "input_type": "query", "profile": profile}, inject_headers()
+                "/v1/embeddings", {"input": [text], "input_type": input_type, "profile": profile}, inject_headers()
             )
             if answer.status != 200:
                 raise ValueError(f"embedder answered {answer.status}")
@@ -45,9 +57,6 @@ class EmbeddingClient:
             vector = np.asarray(body["data"][0]["embedding"], dtype=np.float32)
         except (InternalTimeout, InternalUnreachable, KeyError, TypeError, IndexError, ValueError) as exc:
             raise EmbeddingUnavailable(type(exc).__name__) from exc
-        self.cache[key] = vector
-        if len(self.cache) > self.cache_size:
-            self.cache.popitem(last=False)
         return vector
 
     async def aclose(self) -> None:

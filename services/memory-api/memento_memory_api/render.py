@@ -23,3 +23,24 @@ def fragment(
         "tier": tier,
         "linked": linked,
     }
+
+
+def memory(row: Any, relevance: float | None = None) -> dict[str, Any]:
+    """Seed 002's Memory: any dialect's row, with confidence 1.0 unless one was given and source "extracted" unless it
+    was stored as "explicit" (DIALECTS.md "simple"); a seed-002 client sees no type. Unset optional fields are left
+    out, as the seed's examples show them."""
+    answer = {
+        "id": row["id"],
+        "content": row["content"],
+        "confidence": round(float(row["confidence"]), 4) if row["confidence"] is not None else 1.0,
+        "source": "explicit" if row["source"] == "explicit" else "extracted",
+        "created_at": row["created_at"].isoformat(),
+        "updated_at": row["updated_at"].isoformat(),
+        "accessed_at": (row["accessed_at"] or row["created_at"]).isoformat(),
+    }
+    for key in ("supersedes", "superseded_by"):
+        if row[key] is not None:
+            answer[key] = row[key]
+    if relevance is not None:
+        answer["relevance_score"] = relevance
+    return answer

@@ -61,6 +61,9 @@ class RecallArgs(Args):
     includeLinks: bool = Field(True, description="Append one-hop linked fragments")
     linkRelationType: RelationType | None = Field(None, description="Edge type to follow for linked fragments")
     threshold: Score | None = Field(None, description="Minimum cosine similarity for vector results")
+    includeSuperseded: bool = Field(
+        False, description="Also return fragments another has superseded (amend's supersedes, supersede_memory)"
+    )
     agentId: AgentId | None = Field(None, description="Agent namespace")
 
 

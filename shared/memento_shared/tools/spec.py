@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -51,6 +52,7 @@ class ToolSpec:
 
     def parse(self, arguments: dict[str, Any] | None) -> Args:
         """Validate arguments; the first problem becomes INVALID_PARAMETER naming the field."""
+        _refuse_unstorable(arguments or {}, "")
         try:
             return self.args_model.model_validate(arguments or {})
         except ValidationError as exc:
@@ -80,6 +82,23 @@ def _to_invalid(exc: ValidationError) -> MementoError:
     else:
         message = err["msg"][0].lower() + err["msg"][1:]
     return invalid(field_name, message)
+
+
+# Text Postgres cannot store (NUL) or that is not Unicode text at all (a lone surrogate, which a JSON \u escape can
+# carry): no call holding it can succeed, so it is refused as the argument it is, before anything is written.
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+
+
+def _refuse_unstorable(value: Any, path: str) -> None:
+    if isinstance(value, str):
+        if _UNSTORABLE.search(value):
+            raise invalid(path or "arguments", "must not contain NUL characters or unpaired surrogates")
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            _refuse_unstorable(item, f"{path}.{key}" if path else str(key))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            _refuse_unstorable(item, f"{path}.{index}")
 
 
 def _clean_schema(schema: dict[str, Any]) -> dict[str, Any]:

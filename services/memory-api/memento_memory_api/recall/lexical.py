@@ -7,7 +7,7 @@ import re
 
 import asyncpg
 
-from memento_memory_api.repositories.fragments import newest_in_namespaces
+from memento_memory_api.repositories.fragments import live, newest_in_namespaces
 from memento_memory_api.uow import Scope
 from memento_shared.text.keywords import STOPWORDS
 
@@ -44,9 +44,17 @@ RARE_CANDIDATES = 200
 SAMPLE = 200
 TRIGRAM_CANDIDATES = 200
 _NEWEST = newest_in_namespaces(
-    "f.id, f.tsv, f.created_at, f.topic, f.type", "$3", "$7", "$8", "$9", "(SELECT hit FROM capped)"
+    "f.id, f.tsv, f.created_at, f.topic, f.type, f.expires_at, f.superseded_by",
+    "$3",
+    "$7",
+    "$8",
+    "$9",
+    "(SELECT hit FROM capped)",
 )
-_TOPIC_TYPE = "($13::text IS NULL OR {0}.topic = $13) AND ($14::text IS NULL OR {0}.type = $14)"
+# the filters every read applies: topic ($13), type ($14), and no expired or (unless $15) superseded row
+_TOPIC_TYPE = "($13::text IS NULL OR {0}.topic = $13) AND ($14::text IS NULL OR {0}.type = $14) AND " + live(
+    "{0}", "$15"
+)
 _SEARCH = f"""
 WITH any_term AS MATERIALIZED (
     SELECT f.id, f.tsv, f.created_at FROM agent_memory.fragments f
@@ -99,9 +107,10 @@ async def search(
     recent: int = RECENT,
     topic: str | None = None,
     ftype: str | None = None,
+    superseded: bool = False,
 ) -> list[str]:
-    """Up to `limit` ids of the caller's fragments (of `topic` and `ftype` when given) that match `text`'s words,
-    best first."""
+    """Up to `limit` ids of the caller's fragments (of `topic` and `ftype` when given; superseded ones only with
+    `superseded`) that match `text`'s words, best first."""
     words = terms(text)
     if not words:
         return []
@@ -122,6 +131,7 @@ async def search(
         sample,
         topic,
         ftype,
+        superseded,
     )
     ids = list(dict.fromkeys(r["id"] for r in rows))[:limit]  # a fragment can come from both passes
     identifier = _identifier(text)
@@ -135,7 +145,7 @@ async def search(
             f"WITH m AS MATERIALIZED (SELECT f.id, f.content FROM agent_memory.fragments f WHERE f.tenant_id = $4"
             f" AND f.workspace = $5 AND $1 <% f.content AND ($2::text[] IS NULL OR f.agent_id = ANY($2))"
             " AND ($6::text IS NULL OR f.topic = $6) AND ($7::text IS NULL OR f.type = $7)"
-            f" LIMIT {TRIGRAM_CANDIDATES}) SELECT id FROM m ORDER BY $1 <<-> content LIMIT $3",
+            f" AND {live('f', '$8')} LIMIT {TRIGRAM_CANDIDATES}) SELECT id FROM m ORDER BY $1 <<-> content LIMIT $3",
             identifier,
             agents,
             limit,
@@ -143,6 +153,7 @@ async def search(
             scope.workspace,
             topic,
             ftype,
+            superseded,
         )
         ids += [r["id"] for r in trigram if r["id"] not in ids]
     return ids

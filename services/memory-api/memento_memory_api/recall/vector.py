@@ -51,7 +51,7 @@ from functools import lru_cache
 
 import asyncpg
 
-from memento_memory_api.repositories.fragments import COLUMNS
+from memento_memory_api.repositories.fragments import COLUMNS, live
 
 _PROFILE = re.compile(r"^[a-z0-9_]+$")
 # Under this many vectors an exact scan costs a few ms, as much as walking the index (2000 of 10k: 4.7 against 3.5 ms)
@@ -63,7 +63,8 @@ class Strategy:
     name: str  # "exact" or "hnsw"
     sql: str  # parameters: query vector, then `params`
     settings: dict[str, str]  # transaction-local settings the statement needs (applied by `choose`)
-    params: tuple  # (tenant, workspace, agents, k, topic, type): what `choose` counted and `search` looks in
+    # (tenant, workspace, agents, k, topic, type, superseded): what `choose` counted and `search` looks in
+    params: tuple
     fallback_sql: str | None = None  # after a filtered walk short of k: the exact plan over at most exact_max rows
 
 
@@ -85,7 +86,7 @@ def _scope(profile_id: str, first: int = 2) -> str:
 _FILTER = (
     " AND EXISTS (SELECT 1 FROM agent_memory.fragments f WHERE f.id = e.fragment_id AND f.tenant_id = $2"
     " AND f.workspace = $3 AND ($4::text[] IS NULL OR f.agent_id = ANY($4))"
-    " AND ($6::text IS NULL OR f.topic = $6) AND ($7::text IS NULL OR f.type = $7))"
+    f" AND ($6::text IS NULL OR f.topic = $6) AND ($7::text IS NULL OR f.type = $7) AND {live('f', '$8')})"
 )
 
 
@@ -123,12 +124,14 @@ def _strategy(
 
 def _with_rows(nearest: str) -> str:
     """The k nearest, joined to their fragments. The topic and type condition here only restates, for the filtered
-    statements, what their search already applied; for the unfiltered ones both parameters are NULL."""
+    statements, what their search already applied; for the unfiltered ones both parameters are NULL. Expired and
+    (unless $8) superseded fragments are dropped here for the unfiltered ones: few rows are either, so the k nearest
+    lose at most those few, where checking every candidate's fragment inside the walk would cost a lookup each."""
     columns = ", ".join("f." + c.strip() for c in COLUMNS.split(","))
     return (
         f"SELECT {columns}, hits.similarity FROM ({nearest}) hits"
         " JOIN agent_memory.fragments f ON f.id = hits.fragment_id"
-        " WHERE ($6::text IS NULL OR f.topic = $6) AND ($7::text IS NULL OR f.type = $7)"
+        f" WHERE ($6::text IS NULL OR f.topic = $6) AND ($7::text IS NULL OR f.type = $7) AND {live('f', '$8')}"
     )
 
 
@@ -186,6 +189,7 @@ async def choose(
     share_floor: int = SHARE_FLOOR,
     topic: str | None = None,
     ftype: str | None = None,
+    superseded: bool = False,
 ) -> Strategy:
     """Count the caller's partition (up to exact_max + 1), compare it with the profile's index, and pick the plan;
     with a topic or type, a large partition's fragments of that topic and type are counted too (same bound), and
@@ -193,7 +197,7 @@ async def choose(
     plan's settings to the transaction. A count `verdicts` remembers is not made again. Call `release` once the
     search is done (or skipped)."""
     hnsw = {**HNSW_SETTINGS, "hnsw.ef_search": str(max(40, limit * 2))}
-    params = (tenant_id, workspace, agents, limit, topic, ftype)
+    params = (tenant_id, workspace, agents, limit, topic, ftype, superseded)
     filtered = topic is not None or ftype is not None
     key = (profile_id, tenant_id, workspace, tuple(agents) if agents is not None else None, exact_max, share_floor)
     filter_key = (*key, topic, ftype)

@@ -15,16 +15,27 @@ from memento_memory_api.uow import Scope
 
 COLUMNS = (
     "id, content, topic, type, keywords, importance, ttl_tier, is_anchor, created_at, accessed_at,"
-    " estimated_tokens, agent_id, access_count, source, content_hash"
+    " estimated_tokens, agent_id, access_count, source, content_hash, confidence, supersedes, superseded_by,"
+    " updated_at"
 )
+
+
+def live(alias: str, superseded: str) -> str:
+    """SQL: the row is one a search may return. Never an expired one (DIALECTS.md: expired rows are left out of every
+    search of every dialect); a superseded one only when the boolean parameter `superseded` says so (seed 002 filters
+    them out at once; recall shows them with includeSuperseded)."""
+    return (
+        f"({alias}.expires_at IS NULL OR {alias}.expires_at > now())"
+        f" AND ({superseded}::bool OR {alias}.superseded_by IS NULL)"
+    )
 
 
 async def insert(conn: asyncpg.Connection, row: dict[str, Any]) -> str | None:
     """Insert unless the same content exists in this namespace; returns the new id, or None on a duplicate."""
     return await conn.fetchval(
         "INSERT INTO agent_memory.fragments (id, tenant_id, workspace, agent_id, content, topic, keywords, type,"
-        " importance, content_hash, source, ttl_tier, estimated_tokens, is_anchor)"
-        " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)"
+        " importance, content_hash, source, ttl_tier, estimated_tokens, is_anchor, confidence)"
+        " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)"
         " ON CONFLICT (tenant_id, workspace, agent_id, content_hash) DO NOTHING RETURNING id",
         row["id"],
         row["tenant_id"],
@@ -40,6 +51,7 @@ async def insert(conn: asyncpg.Connection, row: dict[str, Any]) -> str | None:
         row["ttl_tier"],
         row["estimated_tokens"],
         row["is_anchor"],
+        row.get("confidence", 1.0),
     )
 
 
@@ -94,14 +106,15 @@ async def visible_ids(conn: asyncpg.Connection, ids: list[str]) -> set[str]:
 
 
 async def fetch_by_ids(
-    conn: asyncpg.Connection, ids: list[str], topic: str | None, ftype: str | None
+    conn: asyncpg.Connection, ids: list[str], topic: str | None, ftype: str | None, *, superseded: bool = False
 ) -> list[asyncpg.Record]:
     return await conn.fetch(
-        f"SELECT {COLUMNS} FROM agent_memory.fragments WHERE id = ANY($1::text[])"
-        " AND ($2::text IS NULL OR topic = $2) AND ($3::text IS NULL OR type = $3)",
+        f"SELECT {COLUMNS} FROM agent_memory.fragments f WHERE id = ANY($1::text[])"
+        f" AND ($2::text IS NULL OR topic = $2) AND ($3::text IS NULL OR type = $3) AND {live('f', '$4')}",
         ids,
         topic,
         ftype,
+        superseded,
     )
 
 
@@ -129,18 +142,24 @@ def newest_in_namespaces(columns: str, agents: str, tenant: str, workspace: str,
 KEYWORD_CANDIDATES = 300
 KEYWORD_RECENT = 500
 _KEYWORD_NEWEST = newest_in_namespaces(
-    "f.id, f.keywords, f.importance, f.created_at, f.topic, f.type", "$2", "$7", "$8", "$9", "(SELECT hit FROM capped)"
+    "f.id, f.keywords, f.importance, f.created_at, f.topic, f.type, f.expires_at, f.superseded_by",
+    "$2",
+    "$7",
+    "$8",
+    "$9",
+    "(SELECT hit FROM capped)",
 )
 _BY_KEYWORDS = f"""
 WITH any_kw AS MATERIALIZED (
     SELECT f.id, f.keywords, f.importance, f.created_at FROM agent_memory.fragments f
     WHERE f.tenant_id = $7 AND f.workspace = $8
       AND f.keywords && $1::text[] AND ($2::text[] IS NULL OR f.agent_id = ANY($2))
-      AND ($3::text IS NULL OR f.topic = $3) AND ($4::text IS NULL OR f.type = $4) LIMIT $6),
+      AND ($3::text IS NULL OR f.topic = $3) AND ($4::text IS NULL OR f.type = $4) AND {live("f", "$10")} LIMIT $6),
 capped AS MATERIALIZED (SELECT count(*) >= $6 AS hit FROM any_kw),
 newest AS MATERIALIZED (
     SELECT * FROM {_KEYWORD_NEWEST} r
-    WHERE r.keywords && $1::text[] AND ($3::text IS NULL OR r.topic = $3) AND ($4::text IS NULL OR r.type = $4)),
+    WHERE r.keywords && $1::text[] AND ($3::text IS NULL OR r.topic = $3) AND ($4::text IS NULL OR r.type = $4)
+      AND {live("r", "$10")}),
 pool AS (
     SELECT id, keywords, importance, created_at FROM any_kw
     UNION SELECT id, keywords, importance, created_at FROM newest),
@@ -162,26 +181,47 @@ async def by_keywords(
     limit: int,
     candidates: int = KEYWORD_CANDIDATES,
     recent: int = KEYWORD_RECENT,
+    *,
+    superseded: bool = False,
 ) -> list[asyncpg.Record]:
     """L2: GIN overlap on keywords, most keyword matches first (bounded past `candidates` matches, see above)."""
     return await conn.fetch(
-        _BY_KEYWORDS, keywords, agents, topic, ftype, limit, candidates, scope.tenant_id, scope.workspace, recent
+        _BY_KEYWORDS,
+        keywords,
+        agents,
+        topic,
+        ftype,
+        limit,
+        candidates,
+        scope.tenant_id,
+        scope.workspace,
+        recent,
+        superseded,
     )
 
 
 async def recent(
-    conn: asyncpg.Connection, scope: Scope, agents: list[str] | None, topic: str | None, ftype: str | None, limit: int
+    conn: asyncpg.Connection,
+    scope: Scope,
+    agents: list[str] | None,
+    topic: str | None,
+    ftype: str | None,
+    limit: int,
+    *,
+    superseded: bool = False,
 ) -> list[asyncpg.Record]:
+    """The caller's newest fragments (of `topic` and `ftype` when given), newest first."""
     return await conn.fetch(
-        f"SELECT {COLUMNS} FROM agent_memory.fragments WHERE tenant_id = $5 AND workspace = $6"
+        f"SELECT {COLUMNS} FROM agent_memory.fragments f WHERE tenant_id = $5 AND workspace = $6"
         " AND ($1::text[] IS NULL OR agent_id = ANY($1)) AND ($2::text IS NULL OR topic = $2)"
-        " AND ($3::text IS NULL OR type = $3) ORDER BY created_at DESC LIMIT $4",
+        f" AND ($3::text IS NULL OR type = $3) AND {live('f', '$7')} ORDER BY created_at DESC LIMIT $4",
         agents,
         topic,
         ftype,
         limit,
         scope.tenant_id,
         scope.workspace,
+        superseded,
     )
 
 
@@ -197,17 +237,20 @@ async def count_up_to(conn: asyncpg.Connection, scope: Scope, agents: list[str] 
     )
 
 
-async def linked(conn: asyncpg.Connection, ids: list[str], relations: list[str], limit: int) -> list[asyncpg.Record]:
+async def linked(
+    conn: asyncpg.Connection, ids: list[str], relations: list[str], limit: int, *, superseded: bool = False
+) -> list[asyncpg.Record]:
     """One-hop neighbours over typed edges, either direction, excluding the origin set."""
     return await conn.fetch(
         f"SELECT DISTINCT ON (f.id) {', '.join('f.' + c.strip() for c in COLUMNS.split(','))}, l.relation_type"
         " FROM agent_memory.fragment_links l JOIN agent_memory.fragments f"
         "   ON f.id = CASE WHEN l.from_id = ANY($1::text[]) THEN l.to_id ELSE l.from_id END"
         " WHERE (l.from_id = ANY($1::text[]) OR l.to_id = ANY($1::text[])) AND l.relation_type = ANY($2::text[])"
-        "   AND NOT (f.id = ANY($1::text[])) ORDER BY f.id LIMIT $3",
+        f"   AND NOT (f.id = ANY($1::text[])) AND {live('f', '$4')} ORDER BY f.id LIMIT $3",
         ids,
         relations,
         limit,
+        superseded,
     )
 
 
@@ -258,8 +301,9 @@ async def delete(conn: asyncpg.Connection, ids: list[str]) -> list[str]:
     await conn.execute(
         "UPDATE agent_memory.fragments"
         " SET linked_to = ARRAY(SELECT unnest(linked_to) EXCEPT SELECT unnest($1::text[])),"
-        " superseded_by = CASE WHEN superseded_by = ANY($1::text[]) THEN NULL ELSE superseded_by END"
-        " WHERE linked_to && $1::text[]",
+        " superseded_by = CASE WHEN superseded_by = ANY($1::text[]) THEN NULL ELSE superseded_by END,"
+        " supersedes = CASE WHEN supersedes = ANY($1::text[]) THEN NULL ELSE supersedes END"
+        " WHERE linked_to && $1::text[] OR supersedes = ANY($1::text[])",
         ids,
     )
     return [r["id"] for r in rows]
@@ -338,6 +382,7 @@ async def edges(conn: asyncpg.Connection, fragment_id: str, relations: list[str]
 CORE_MEMORY_SQL = (
     f"SELECT {COLUMNS} FROM agent_memory.fragments WHERE tenant_id = $4 AND workspace = $5"
     " AND type = ANY($1::text[]) AND ($2::text[] IS NULL OR agent_id = ANY($2)) AND superseded_by IS NULL"
+    " AND (expires_at IS NULL OR expires_at > now())"
     " ORDER BY is_anchor DESC, importance DESC, created_at DESC LIMIT $3"
 )
 
@@ -407,3 +452,53 @@ async def stats(conn: asyncpg.Connection, scope: Scope, agents: list[str] | None
         "dead_letters": dead,
         "last_consolidation": last_run,
     }
+
+
+async def store_vector(conn: asyncpg.Connection, profile_id: str, fragment_id: str, chash: str, vector: Any) -> None:
+    """A vector computed on the request path (store_memory), written in the write's own transaction: the embedder's
+    event for the same content then finds it and skips. Kept only while the row still holds the content embedded."""
+    await conn.execute(
+        "INSERT INTO agent_memory.fragment_embeddings (fragment_id, profile_id, tenant_id, workspace, agent_id,"
+        " content_hash, embedding) SELECT id, $2, tenant_id, workspace, agent_id, content_hash, $4"
+        " FROM agent_memory.fragments WHERE id = $1 AND content_hash = $3"
+        " ON CONFLICT (fragment_id, profile_id) DO NOTHING",
+        fragment_id,
+        profile_id,
+        chash,
+        vector,
+    )
+
+
+async def lock_pair(conn: asyncpg.Connection, first: str, second: str) -> dict[str, asyncpg.Record]:
+    """The visible rows of two fragments, locked (in id order, so two calls locking the same pair cannot deadlock)."""
+    rows = await conn.fetch(
+        f"SELECT {COLUMNS}, tenant_id, workspace FROM agent_memory.fragments WHERE id = ANY($1::text[])"
+        " ORDER BY id FOR UPDATE",
+        [first, second],
+    )
+    return {r["id"]: r for r in rows}
+
+
+async def successors(conn: asyncpg.Connection, fragment_id: str, limit: int = 1000) -> list[str]:
+    """The visible chain of what supersedes `fragment_id`: its successor, that one's, and so on (at most `limit`)."""
+    return await conn.fetchval(
+        "WITH RECURSIVE chain(id, depth) AS ("
+        " SELECT superseded_by, 1 FROM agent_memory.fragments WHERE id = $1 AND superseded_by IS NOT NULL"
+        " UNION ALL SELECT f.superseded_by, c.depth + 1 FROM chain c JOIN agent_memory.fragments f ON f.id = c.id"
+        " WHERE f.superseded_by IS NOT NULL AND c.depth < $2)"
+        " SELECT coalesce(array_agg(id ORDER BY depth), '{}') FROM chain",
+        fragment_id,
+        limit,
+    )
+
+
+async def mark_superseded(conn: asyncpg.Connection, old_id: str, new_id: str) -> None:
+    """old.superseded_by = new and new.supersedes = old, in one statement (the caller holds both rows' locks)."""
+    await conn.execute(
+        "UPDATE agent_memory.fragments SET updated_at = now(),"
+        " superseded_by = CASE WHEN id = $1 THEN $2 ELSE superseded_by END,"
+        " supersedes = CASE WHEN id = $2 THEN $1 ELSE supersedes END"
+        " WHERE id = ANY(ARRAY[$1, $2]::text[])",
+        old_id,
+        new_id,
+    )

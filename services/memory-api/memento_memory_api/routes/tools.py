@@ -18,7 +18,7 @@ from memento_memory_api.context import ToolContext
 from memento_memory_api.tools.registry import HANDLERS
 from memento_memory_api.uow import Scope
 from memento_shared import progress
-from memento_shared.errors import ErrorCode, MementoError
+from memento_shared.errors import ErrorCode, MementoError, unavailable
 from memento_shared.jsonio import JSONBody
 from memento_shared.principal import HEADER, Principal, PrincipalError, decode_principal
 from memento_shared.telemetry.metrics import TOOL_CALLS, TOOL_LATENCY
@@ -26,6 +26,17 @@ from memento_shared.tools.registry import TOOLS
 
 log = logging.getLogger(__name__)
 router = APIRouter()
+# database errors that say the server could not be reached or could not serve now, rather than refusing the work
+_UNREACHABLE = (
+    asyncpg.PostgresConnectionError,
+    asyncpg.CannotConnectNowError,
+    asyncpg.TooManyConnectionsError,
+    asyncpg.QueryCanceledError,
+    asyncpg.AdminShutdownError,
+    asyncpg.SerializationError,
+    asyncpg.DeadlockDetectedError,
+    asyncpg.LockNotAvailableError,
+)
 tracer = trace.get_tracer("memento.memory_api")
 
 
@@ -92,8 +103,12 @@ async def call_tool(name: str, request: Request) -> JSONResponse:
         except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, TimeoutError) as exc:
             status = ErrorCode.STORAGE_ERROR.value
             log.error("tool.storage_error", extra={"tool": name, "error_type": type(exc).__name__})
-            payload = MementoError(
-                ErrorCode.STORAGE_ERROR, "the database is unavailable; nothing was changed"
+            # a lost or refused connection, or a timeout, may pass; an error the database raised about the work will not
+            reachable = isinstance(exc, asyncpg.PostgresError) and not isinstance(exc, _UNREACHABLE)
+            payload = (
+                MementoError(ErrorCode.STORAGE_ERROR, "the database refused the operation; nothing was changed")
+                if reachable
+                else unavailable("the database is unavailable; nothing was changed")
             ).to_body()
         except Exception as exc:
             status = ErrorCode.STORAGE_ERROR.value

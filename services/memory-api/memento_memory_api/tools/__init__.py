@@ -5,4 +5,5 @@ from memento_memory_api.tools import (  # noqa: F401
     fragments_edit,
     fragments_maintenance,
     fragments_session,
+    simple,
 )

@@ -15,7 +15,7 @@ from memento_memory_api.uow import UnitOfWork
 from memento_shared import l1 as l1_layout
 from memento_shared import working_memory
 from memento_shared.domain.fragments import DEFAULT_IMPORTANCE, content_hash, infer_ttl, new_fragment_id, truncate
-from memento_shared.errors import ErrorCode, MementoError, invalid, not_found
+from memento_shared.errors import invalid, not_found, unavailable
 from memento_shared.text.keywords import extract_keywords, normalise_keywords
 from memento_shared.text.redaction import redact_pii
 from memento_shared.text.tokenizer import count_tokens
@@ -99,7 +99,7 @@ async def _remember_in_session(ctx: ToolContext, fragment: dict[str, Any], linke
     if not ctx.scope.session_id:
         raise invalid("scope", "'session' needs an MCP session (the gateway supplies it)")
     if ctx.redis is None:
-        raise MementoError(ErrorCode.STORAGE_ERROR, "working memory needs Redis, which is unavailable")
+        raise unavailable("working memory needs Redis, which is unavailable")
     key = working_memory.key(ctx.scope.tenant_id, ctx.scope.session_id)
     linked_to = list(dict.fromkeys(linked_to))
     if linked_to:

@@ -1,0 +1,215 @@
+"""The one search engine every dialect's searches go through: candidate lists from L1 (Redis keyword sets), L2 (GIN
+keyword overlap), L3 (full text + trigram, and the nearest vectors in the active profile) or the newest rows, with the
+same filters at every tier (topic, type, no expired row, no superseded one unless asked), fused by RRF.
+
+What a dialect does with the candidates is its own: `recall` (cascade.py) ranks them by seed 000's rules, cuts them to a
+token budget and adds linked fragments; `search_memories` (tools/simple.py) keeps the fused order and its score.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from opentelemetry import trace
+
+from memento_memory_api.context import ToolContext
+from memento_memory_api.embedding_client import EmbeddingUnavailable
+from memento_memory_api.recall import l1, lexical, vector
+from memento_memory_api.recall.fusion import rrf
+from memento_memory_api.repositories import fragments as repo
+from memento_memory_api.uow import UnitOfWork
+from memento_shared.telemetry.metrics import SEARCH_LATENCY
+
+log = logging.getLogger(__name__)
+CANDIDATES = 50
+RRF_K = 10
+
+
+@dataclass(frozen=True)
+class Query:
+    """What to look for. `keywords` are already normalised; `text` runs the lexical and (embedded) vector searches;
+    `vector` is a ready vector in the active profile (searched instead of embedding `text`); with none of them, the
+    newest rows are the candidates."""
+
+    keywords: list[str] = field(default_factory=list)
+    text: str | None = None
+    vector: Any = None
+    lexical: bool = True  # with `text`: also the full-text list (store_memory's `similar` wants meaning alone)
+    topic: str | None = None
+    type: str | None = None
+    threshold: float | None = None  # minimum cosine similarity of vector hits
+    superseded: bool = False  # superseded rows are candidates too
+    limit: int = CANDIDATES  # per list
+
+
+@dataclass
+class Found:
+    rows: dict[str, Any] = field(default_factory=dict)  # id -> fragment row
+    tiers: dict[str, str] = field(default_factory=dict)  # id -> the first tier that found it (L1, L2, L3)
+    similarity: dict[str, float] = field(default_factory=dict)  # id -> cosine, for vector hits
+    ranked: list[list[str]] = field(default_factory=list)  # the lists a relevance order fuses, each best first
+    vector_searched: bool = False  # a query vector existed and the vector list is among `ranked`
+
+    def fused(self) -> list[tuple[str, float]]:
+        """The ranked lists fused by RRF: (id, score) best first; rows no list ranked are not included."""
+        return rrf([[i for i in r if i in self.rows] for r in self.ranked], k=RRF_K)
+
+    def best_score(self) -> float:
+        """The fused score of a row ranked first in every list: what `fused` scores are fractions of."""
+        return sum(1.0 / (RRF_K + 1) for _ in self.ranked)
+
+
+@asynccontextmanager
+async def searching(ctx: ToolContext, query: Query) -> AsyncIterator[tuple[UnitOfWork, Found]]:
+    """Run `query` in a transaction of the caller's and yield it with what was found; the caller goes on in the same
+    transaction (to rank, to read links, to write what it must with the search it made)."""
+    agents = ctx.visible_agents()
+    # Started before the transaction and awaited inside it: the query embedding (the model's tens of ms) runs while
+    # Postgres does the lexical and keyword work, and the L1 read while the transaction opens.
+    embedding = None
+    if query.text and query.vector is None:
+        embedding = asyncio.create_task(_query_vector(ctx, query.text))
+    l1_read = None
+    # L1 is keyed by agent namespace (admin reads span every agent), and skipped while a lost write may have left it
+    # out of step or a read has just failed (recall.l1.L1Keeper): L2 answers meanwhile. L1 holds no expiry or
+    # supersession: the rows it names are read back through the same filters as every tier's.
+    if query.keywords and agents is not None and ctx.l1_trusted():
+        scope = ctx.scope
+        l1_read = asyncio.create_task(
+            l1.lookup(
+                ctx.redis, scope.tenant_id, scope.workspace, agents, query.keywords, query.limit, ctx.l1_read_failed
+            )
+        )
+    try:
+        async with ctx.uow(ctx.scope) as uow:
+            found = await _gather(ctx, query, uow.conn, agents, embedding, l1_read)
+            yield uow, found
+    finally:
+        for task in (embedding, l1_read):
+            if task is not None and not task.done():
+                task.cancel()
+
+
+async def find(ctx: ToolContext, conn: Any, query: Query) -> Found:
+    """`query` inside a transaction the caller already holds (a write that searches in its own transaction), with the
+    vector it brings or none: nothing is embedded here, so a `text` without `vector` is searched lexically."""
+    return await _gather(ctx, query, conn, ctx.visible_agents(), None, None)
+
+
+async def _query_vector(ctx: ToolContext, text: str) -> Any:
+    try:
+        return await ctx.embedder.embed_query(text, ctx.profile.id)
+    except EmbeddingUnavailable as exc:
+        log.warning("recall.embedding_unavailable", extra={"error_type": str(exc)})
+        return None
+
+
+async def _gather(
+    ctx: ToolContext,
+    query: Query,
+    conn: Any,
+    agents: list[str] | None,
+    embedding: asyncio.Task | None,
+    l1_read: asyncio.Task | None,
+) -> Found:
+    scope = ctx.scope
+    found = Found()
+    rows, tiers = found.rows, found.tiers
+    filters = {"superseded": query.superseded}
+    if query.keywords:
+        l1_ids = await l1_read if l1_read is not None else None
+        if l1_ids:
+            for row in await repo.fetch_by_ids(conn, l1_ids, query.topic, query.type, **filters):
+                rows[row["id"]] = row
+                tiers.setdefault(row["id"], "L1")
+        # L2 adds partial matches (any keyword) and covers L1 being down or still rebuilding; for one keyword
+        # and no filter, a ready L1 already holds exactly what L2 would find.
+        l1_complete = l1_ids is not None and len(query.keywords) == 1 and query.topic is None and query.type is None
+        if not l1_complete and len(rows) < query.limit:
+            matches = await repo.by_keywords(
+                conn, query.keywords, scope, agents, query.topic, query.type, query.limit, **filters
+            )
+            for row in matches:
+                rows.setdefault(row["id"], row)
+                tiers.setdefault(row["id"], "L2")
+        if query.text:  # one of the lists text's fusion ranks by; otherwise a dialect ranks the rows themselves
+            found.ranked.append(sorted(rows, key=lambda i: (tiers[i] != "L1", -rows[i]["importance"])))
+
+    if query.text or query.vector is not None:
+        await _by_text(ctx, query, conn, agents, embedding, found)
+
+    if not query.keywords and not query.text and query.vector is None:
+        for row in await repo.recent(conn, scope, agents, query.topic, query.type, query.limit, **filters):
+            rows[row["id"]] = row
+            tiers.setdefault(row["id"], "L2")
+    return found
+
+
+async def _by_text(
+    ctx: ToolContext, query: Query, conn: Any, agents: list[str] | None, embedding: asyncio.Task | None, found: Found
+) -> None:
+    scope = ctx.scope
+    started = time.perf_counter()
+    # Everything that does not need the query vector runs while the model computes it: the lexical search, its rows,
+    # and the vector plan's choice; after it, one statement returns the nearest fragments' rows. Both searches apply
+    # the filters themselves, so each returns up to `limit` fragments that satisfy them.
+    lexical_ids: list[str] = []
+    if query.text and query.lexical:
+        lexical_ids = await lexical.search(
+            conn,
+            query.text,
+            scope,
+            agents,
+            query.limit,
+            topic=query.topic,
+            ftype=query.type,
+            superseded=query.superseded,
+        )
+        await _fetch_missing(conn, query, lexical_ids, found)
+    strategy = None
+    if query.vector is not None or embedding is not None:
+        strategy = await vector.choose(
+            conn,
+            ctx.profile.id,
+            ctx.profile.dimension,
+            scope.tenant_id,
+            scope.workspace,
+            agents,
+            query.limit,
+            ctx.settings.vector_exact_max_rows,
+            ctx.partition_verdicts,
+            topic=query.topic,
+            ftype=query.type,
+            superseded=query.superseded,
+        )
+        trace.get_current_span().set_attribute("memento.recall.vector_plan", strategy.name)
+    query_vector = query.vector if query.vector is not None else await embedding if embedding is not None else None
+    if query_vector is not None and strategy is not None:
+        hits = await vector.search(conn, strategy, query_vector)
+        hits = [r for r in hits if query.threshold is None or r["similarity"] >= query.threshold]
+        for row in hits:
+            found.rows.setdefault(row["id"], row)
+            found.tiers.setdefault(row["id"], "L3")
+            found.similarity[row["id"]] = float(row["similarity"])
+        found.ranked.append([r["id"] for r in hits])
+        found.vector_searched = True
+    elif strategy is not None:
+        await vector.release(conn, strategy)
+    if query.text and query.lexical:
+        found.ranked.append(lexical_ids)
+    SEARCH_LATENCY.labels("hybrid" if query_vector is not None else "lexical").observe(time.perf_counter() - started)
+
+
+async def _fetch_missing(conn: Any, query: Query, ids: list[str], found: Found) -> None:
+    # the lexical search already applied the filters; reading the rows through them again is only a safety net
+    missing = [i for i in ids if i not in found.rows]
+    if missing:
+        for row in await repo.fetch_by_ids(conn, missing, query.topic, query.type, superseded=query.superseded):
+            found.rows[row["id"]] = row
+            found.tiers.setdefault(row["id"], "L3")
