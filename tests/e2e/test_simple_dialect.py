@@ -56,10 +56,11 @@ async def test_moving_to_austin_offers_seattle_to_supersede_and_supersede_hides_
         )
         assert not failed and austin["duplicate"] is False
         old, new = seattle["created"]["id"], austin["created"]["id"]
-        similar = [m["id"] for m in austin["similar"]]
-        assert similar[0] == old and unrelated["created"]["id"] not in similar
-        assert austin["action_required"].startswith(
-            f'Call supersede_memory("{old}", "{new}") to mark the old memory as outdated.'
+        # the offline model puts the two at cosine 0.88, over the calibrated 0.85; the pipeline sentence at 0.83
+        assert [m["id"] for m in austin["similar"]] == [old]
+        assert austin["similar"][0]["relevance_score"] >= 0.85
+        assert (
+            austin["action_required"] == f'Call supersede_memory("{old}", "{new}") to mark the old memory as outdated.'
         )
 
         failed, done = await call(client, "supersede_memory", {"old_memory_id": old, "new_memory_id": new})

@@ -73,6 +73,36 @@ async def test_a_query_does_not_wait_for_the_document_call_in_progress():
         await batcher.aclose()
 
 
+class GatedDocumentLane(GatedModel):
+    """Like GatedModel, but only the document lane's thread waits at the gate."""
+
+    def replica(self) -> GatedDocumentLane:
+        return GatedDocumentLane(self.threads, self.gate)
+
+    def embed(self, texts, input_type):
+        if not threading.current_thread().name.startswith("embed-query"):
+            self.gate.wait(30)
+        return OfflineProvider.embed(self, texts, input_type)
+
+
+async def test_a_document_asked_for_on_the_request_path_runs_on_the_query_lane():
+    """store_memory waits for its own text's (document) vector: the HTTP API computes it on the query lane, so it
+    does not queue behind the write backlog's call in progress, and it is the vector the worker would have written."""
+    model = GatedDocumentLane()
+    batcher = Batcher(model, max_batch=16, window_s=0.0)
+    try:
+        backlog = asyncio.create_task(batcher.embed_document("the staging migration needs the force flag"))
+        await asyncio.sleep(0.05)  # the backlog's call is on the document lane, held at the gate
+        async with asyncio.timeout(10):
+            inline = await batcher.embed(["User moved to Austin"], "document")
+        assert not backlog.done(), "the backlog's call should still be held"
+        expected = OfflineProvider(threads=1).embed(["User moved to Austin"], "document")
+        assert np.allclose(inline, expected, atol=1e-5)
+    finally:
+        model.gate.set()
+        await batcher.aclose()
+
+
 class PriorityProbe(OfflineProvider):
     """The real offline model, noting the nice value of the thread each call runs on."""
 
