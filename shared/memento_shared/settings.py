@@ -146,6 +146,14 @@ class Settings(BaseSettings):
     embedding_threads: int = Field(0, alias="EMBEDDING_THREADS")
     # the offline model embeds documents in a child session niced by this much (0: on a thread, not niced)
     embedding_document_niceness: int = Field(10, alias="EMBEDDING_DOCUMENT_NICENESS", ge=0, le=19)
+    # seed 003's summaries, distillation and crystals: an LLM when LLM_PROVIDER is openai or gemini, else offline
+    llm_provider: str = Field("", alias="LLM_PROVIDER")
+    llm_model: str = Field("", alias="LLM_MODEL")  # default gpt-4o-mini (openai), gemini-2.5-flash (gemini)
+    llm_base_url: str = Field("", alias="LLM_BASE_URL")  # an OpenAI-compatible server, or Gemini's endpoint
+    llm_api_key: str = Field("", alias="LLM_API_KEY")  # else OPENAI_API_KEY / GEMINI_API_KEY
+    llm_timeout_s: float = Field(20.0, alias="LLM_TIMEOUT_SECONDS", gt=0, le=300)
+    llm_max_attempts: int = Field(3, alias="LLM_MAX_ATTEMPTS", ge=1, le=10)
+    llm_max_retry_wait_s: float = Field(5.0, alias="LLM_MAX_RETRY_WAIT_SECONDS", ge=0, le=60)
     # evaluator: Gemini when GEMINI_API_KEY is set, the offline scorer otherwise
     gemini_model: str = Field("gemini-2.5-flash", alias="GEMINI_MODEL")
     gemini_base_url: str = Field("", alias="GEMINI_BASE_URL")
@@ -154,6 +162,9 @@ class Settings(BaseSettings):
     evaluator_timeout_s: float = Field(30.0, alias="EVALUATOR_TIMEOUT_SECONDS")
     # consolidator: a five-field cron expression (UTC); empty disables the schedule
     consolidation_cron: str = Field("30 3 * * *", alias="CONSOLIDATION_CRON")
+    # seed 003's decay: stored relevance recomputed, expired memories and skip entries purged (empty disables)
+    protocol_decay_cron: str = Field("15 */6 * * *", alias="PROTOCOL_DECAY_CRON")
+    protocol_decay_batch_size: int = Field(5000, alias="PROTOCOL_DECAY_BATCH_SIZE", ge=100, le=100_000)
     consolidation_batch_size: int = Field(1000, alias="CONSOLIDATION_BATCH_SIZE")
     # batches of one stage written at once, each on its own connection (a run holds up to this many + 2)
     consolidation_writers: int = Field(2, alias="CONSOLIDATION_WRITERS", ge=1, le=8)

@@ -39,7 +39,7 @@ def parse(expression: str) -> dict[str, set[int] | None]:
     return {"minute": minute, "hour": hour, "day": day, "month": month, "weekday": weekday}
 
 
-def cron_jobs(expression: str, coroutine, timeout_s: float) -> list[CronJob]:
+def cron_jobs(expression: str, coroutine, timeout_s: float, name: str = "consolidate_all") -> list[CronJob]:
     if not expression.strip():
         return []
-    return [cron(coroutine, name="consolidate_all", unique=True, timeout=timeout_s, **parse(expression))]
+    return [cron(coroutine, name=name, unique=True, timeout=timeout_s, **parse(expression))]

@@ -11,7 +11,7 @@ import asyncpg
 from fastapi import FastAPI
 from redis.asyncio import Redis
 
-from memento_memory_api import tools  # noqa: F401  (binds the handlers)
+from memento_memory_api import llm, tools  # noqa: F401  (tools: binds the handlers)
 from memento_memory_api.access import AccessRecorder
 from memento_memory_api.context import Profile
 from memento_memory_api.embedding_client import EmbeddingClient
@@ -99,6 +99,7 @@ async def shutdown(state) -> None:
     await _bounded("l1_keeper", state.l1_keeper.stop())
     await _bounded("access_flush", state.access.stop())
     await _bounded("embedder_client", state.embedder.aclose())
+    await _bounded("llm", state.llm.aclose())
     await _bounded("queue", state.queue.aclose())
     if state.l1_redis is not None:
         await _bounded("request_redis", state.l1_redis.aclose())
@@ -129,6 +130,7 @@ def create_app(settings: Settings) -> FastAPI:
         state.queue = await create_queue_pool(settings)
         state.l1_redis = request_redis(settings) if settings.redis_enabled else None
         state.embedder = EmbeddingClient(settings.embedder_url)
+        state.llm = llm.from_settings(settings)
         state.profile = await load_active_profile(state.pool)
         state.profile_watch = ProfileWatch(state, settings.database_url)
         await state.profile_watch.start()

@@ -60,7 +60,9 @@ async def call_tool(
             "isError": True,
         }
     result = body["result"]
-    out: dict[str, Any] = {"content": [{"type": "text", "text": jsonio.dumps_str(result)}]}
+    # the text content is the JSON, unless the dialect answers in words of its own (memory-api's `text`)
+    text = body["text"] if isinstance(body.get("text"), str) else jsonio.dumps_str(result)
+    out: dict[str, Any] = {"content": [{"type": "text", "text": text}]}
     out["isError"] = False
     if versions.has_structured_output(call.session.protocol_version):
         out["structuredContent"] = result

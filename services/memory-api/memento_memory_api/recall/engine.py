@@ -43,6 +43,7 @@ class Query:
     lexical: bool = True  # with `text`: also the full-text list (store_memory's `similar` wants meaning alone)
     topic: str | None = None
     type: str | None = None
+    tags: list[str] | None = None  # any of these keywords (seed 003's tags)
     threshold: float | None = None  # minimum cosine similarity of vector hits
     superseded: bool = False  # superseded rows are candidates too
     limit: int = CANDIDATES  # per list
@@ -121,7 +122,7 @@ async def _gather(
     scope = ctx.scope
     found = Found()
     rows, tiers = found.rows, found.tiers
-    filters = {"superseded": query.superseded}
+    filters = {"superseded": query.superseded, "tags": query.tags}
     if query.keywords:
         l1_ids = await l1_read if l1_read is not None else None
         if l1_ids:
@@ -130,7 +131,13 @@ async def _gather(
                 tiers.setdefault(row["id"], "L1")
         # L2 adds partial matches (any keyword) and covers L1 being down or still rebuilding; for one keyword
         # and no filter, a ready L1 already holds exactly what L2 would find.
-        l1_complete = l1_ids is not None and len(query.keywords) == 1 and query.topic is None and query.type is None
+        l1_complete = (
+            l1_ids is not None
+            and len(query.keywords) == 1
+            and query.topic is None
+            and query.type is None
+            and query.tags is None
+        )
         if not l1_complete and len(rows) < query.limit:
             matches = await repo.by_keywords(
                 conn, query.keywords, scope, agents, query.topic, query.type, query.limit, **filters
@@ -170,6 +177,7 @@ async def _by_text(
             topic=query.topic,
             ftype=query.type,
             superseded=query.superseded,
+            tags=query.tags,
         )
         await _fetch_missing(conn, query, lexical_ids, found)
     strategy = None
@@ -187,6 +195,7 @@ async def _by_text(
             topic=query.topic,
             ftype=query.type,
             superseded=query.superseded,
+            tags=query.tags,
         )
         trace.get_current_span().set_attribute("memento.recall.vector_plan", strategy.name)
     query_vector = query.vector if query.vector is not None else await embedding if embedding is not None else None
@@ -210,6 +219,8 @@ async def _fetch_missing(conn: Any, query: Query, ids: list[str], found: Found) 
     # the lexical search already applied the filters; reading the rows through them again is only a safety net
     missing = [i for i in ids if i not in found.rows]
     if missing:
-        for row in await repo.fetch_by_ids(conn, missing, query.topic, query.type, superseded=query.superseded):
+        for row in await repo.fetch_by_ids(
+            conn, missing, query.topic, query.type, superseded=query.superseded, tags=query.tags
+        ):
             found.rows[row["id"]] = row
             found.tiers.setdefault(row["id"], "L3")

@@ -7,7 +7,7 @@ import re
 
 import asyncpg
 
-from memento_memory_api.repositories.fragments import live, newest_in_namespaces
+from memento_memory_api.repositories.fragments import live, newest_in_namespaces, tagged
 from memento_memory_api.uow import Scope
 from memento_shared.text.keywords import STOPWORDS
 
@@ -44,16 +44,20 @@ RARE_CANDIDATES = 200
 SAMPLE = 200
 TRIGRAM_CANDIDATES = 200
 _NEWEST = newest_in_namespaces(
-    "f.id, f.tsv, f.created_at, f.topic, f.type, f.expires_at, f.superseded_by",
+    "f.id, f.tsv, f.created_at, f.topic, f.type, f.expires_at, f.superseded_by, f.keywords",
     "$3",
     "$7",
     "$8",
     "$9",
     "(SELECT hit FROM capped)",
 )
-# the filters every read applies: topic ($13), type ($14), and no expired or (unless $15) superseded row
-_TOPIC_TYPE = "($13::text IS NULL OR {0}.topic = $13) AND ($14::text IS NULL OR {0}.type = $14) AND " + live(
-    "{0}", "$15"
+# the filters every read applies: topic ($13), type ($14), any of the tags ($16), and no expired or (unless $15)
+# superseded row
+_TOPIC_TYPE = (
+    "($13::text IS NULL OR {0}.topic = $13) AND ($14::text IS NULL OR {0}.type = $14) AND "
+    + live("{0}", "$15")
+    + " AND "
+    + tagged("{0}", "$16")
 )
 _SEARCH = f"""
 WITH any_term AS MATERIALIZED (
@@ -108,9 +112,10 @@ async def search(
     topic: str | None = None,
     ftype: str | None = None,
     superseded: bool = False,
+    tags: list[str] | None = None,
 ) -> list[str]:
-    """Up to `limit` ids of the caller's fragments (of `topic` and `ftype` when given; superseded ones only with
-    `superseded`) that match `text`'s words, best first."""
+    """Up to `limit` ids of the caller's fragments (of `topic`, `ftype` and any of `tags` when given; superseded ones
+    only with `superseded`) that match `text`'s words, best first."""
     words = terms(text)
     if not words:
         return []
@@ -132,6 +137,7 @@ async def search(
         topic,
         ftype,
         superseded,
+        tags,
     )
     ids = list(dict.fromkeys(r["id"] for r in rows))[:limit]  # a fragment can come from both passes
     identifier = _identifier(text)
@@ -145,7 +151,8 @@ async def search(
             f"WITH m AS MATERIALIZED (SELECT f.id, f.content FROM agent_memory.fragments f WHERE f.tenant_id = $4"
             f" AND f.workspace = $5 AND $1 <% f.content AND ($2::text[] IS NULL OR f.agent_id = ANY($2))"
             " AND ($6::text IS NULL OR f.topic = $6) AND ($7::text IS NULL OR f.type = $7)"
-            f" AND {live('f', '$8')} LIMIT {TRIGRAM_CANDIDATES}) SELECT id FROM m ORDER BY $1 <<-> content LIMIT $3",
+            f" AND {live('f', '$8')} AND {tagged('f', '$9')} LIMIT {TRIGRAM_CANDIDATES})"
+            " SELECT id FROM m ORDER BY $1 <<-> content LIMIT $3",
             identifier,
             agents,
             limit,
@@ -154,6 +161,7 @@ async def search(
             topic,
             ftype,
             superseded,
+            tags,
         )
         ids += [r["id"] for r in trigram if r["id"] not in ids]
     return ids

@@ -16,8 +16,14 @@ from memento_memory_api.uow import Scope
 COLUMNS = (
     "id, content, topic, type, keywords, importance, ttl_tier, is_anchor, created_at, accessed_at,"
     " estimated_tokens, agent_id, access_count, source, content_hash, confidence, supersedes, superseded_by,"
-    " updated_at"
+    " updated_at, expires_at, linkages"
 )
+
+
+def tagged(alias: str, tags: str) -> str:
+    """SQL: the row holds any of the keywords in the text[] parameter `tags` (NULL: no such filter). Seed 003's tags
+    are the row's keywords, so the GIN index on them serves this filter."""
+    return f"({tags}::text[] IS NULL OR {alias}.keywords && {tags}::text[])"
 
 
 def live(alias: str, superseded: str) -> str:
@@ -34,8 +40,8 @@ async def insert(conn: asyncpg.Connection, row: dict[str, Any]) -> str | None:
     """Insert unless the same content exists in this namespace; returns the new id, or None on a duplicate."""
     return await conn.fetchval(
         "INSERT INTO agent_memory.fragments (id, tenant_id, workspace, agent_id, content, topic, keywords, type,"
-        " importance, content_hash, source, ttl_tier, estimated_tokens, is_anchor, confidence)"
-        " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)"
+        " importance, content_hash, source, ttl_tier, estimated_tokens, is_anchor, confidence, expires_at, linkages)"
+        " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)"
         " ON CONFLICT (tenant_id, workspace, agent_id, content_hash) DO NOTHING RETURNING id",
         row["id"],
         row["tenant_id"],
@@ -52,6 +58,8 @@ async def insert(conn: asyncpg.Connection, row: dict[str, Any]) -> str | None:
         row["estimated_tokens"],
         row["is_anchor"],
         row.get("confidence", 1.0),
+        row.get("expires_at"),
+        row.get("linkages", []),
     )
 
 
@@ -106,15 +114,23 @@ async def visible_ids(conn: asyncpg.Connection, ids: list[str]) -> set[str]:
 
 
 async def fetch_by_ids(
-    conn: asyncpg.Connection, ids: list[str], topic: str | None, ftype: str | None, *, superseded: bool = False
+    conn: asyncpg.Connection,
+    ids: list[str],
+    topic: str | None,
+    ftype: str | None,
+    *,
+    superseded: bool = False,
+    tags: list[str] | None = None,
 ) -> list[asyncpg.Record]:
     return await conn.fetch(
         f"SELECT {COLUMNS} FROM agent_memory.fragments f WHERE id = ANY($1::text[])"
-        f" AND ($2::text IS NULL OR topic = $2) AND ($3::text IS NULL OR type = $3) AND {live('f', '$4')}",
+        f" AND ($2::text IS NULL OR topic = $2) AND ($3::text IS NULL OR type = $3) AND {live('f', '$4')}"
+        f" AND {tagged('f', '$5')}",
         ids,
         topic,
         ftype,
         superseded,
+        tags,
     )
 
 
@@ -154,12 +170,13 @@ WITH any_kw AS MATERIALIZED (
     SELECT f.id, f.keywords, f.importance, f.created_at FROM agent_memory.fragments f
     WHERE f.tenant_id = $7 AND f.workspace = $8
       AND f.keywords && $1::text[] AND ($2::text[] IS NULL OR f.agent_id = ANY($2))
-      AND ($3::text IS NULL OR f.topic = $3) AND ($4::text IS NULL OR f.type = $4) AND {live("f", "$10")} LIMIT $6),
+      AND ($3::text IS NULL OR f.topic = $3) AND ($4::text IS NULL OR f.type = $4) AND {live("f", "$10")}
+      AND {tagged("f", "$11")} LIMIT $6),
 capped AS MATERIALIZED (SELECT count(*) >= $6 AS hit FROM any_kw),
 newest AS MATERIALIZED (
     SELECT * FROM {_KEYWORD_NEWEST} r
     WHERE r.keywords && $1::text[] AND ($3::text IS NULL OR r.topic = $3) AND ($4::text IS NULL OR r.type = $4)
-      AND {live("r", "$10")}),
+      AND {live("r", "$10")} AND {tagged("r", "$11")}),
 pool AS (
     SELECT id, keywords, importance, created_at FROM any_kw
     UNION SELECT id, keywords, importance, created_at FROM newest),
@@ -183,6 +200,7 @@ async def by_keywords(
     recent: int = KEYWORD_RECENT,
     *,
     superseded: bool = False,
+    tags: list[str] | None = None,
 ) -> list[asyncpg.Record]:
     """L2: GIN overlap on keywords, most keyword matches first (bounded past `candidates` matches, see above)."""
     return await conn.fetch(
@@ -197,6 +215,7 @@ async def by_keywords(
         scope.workspace,
         recent,
         superseded,
+        tags,
     )
 
 
@@ -209,12 +228,14 @@ async def recent(
     limit: int,
     *,
     superseded: bool = False,
+    tags: list[str] | None = None,
 ) -> list[asyncpg.Record]:
-    """The caller's newest fragments (of `topic` and `ftype` when given), newest first."""
+    """The caller's newest fragments (of `topic`, `ftype` and any of `tags` when given), newest first."""
     return await conn.fetch(
         f"SELECT {COLUMNS} FROM agent_memory.fragments f WHERE tenant_id = $5 AND workspace = $6"
         " AND ($1::text[] IS NULL OR agent_id = ANY($1)) AND ($2::text IS NULL OR topic = $2)"
-        f" AND ($3::text IS NULL OR type = $3) AND {live('f', '$7')} ORDER BY created_at DESC LIMIT $4",
+        f" AND ($3::text IS NULL OR type = $3) AND {live('f', '$7')} AND {tagged('f', '$8')}"
+        " ORDER BY created_at DESC LIMIT $4",
         agents,
         topic,
         ftype,
@@ -222,6 +243,7 @@ async def recent(
         scope.tenant_id,
         scope.workspace,
         superseded,
+        tags,
     )
 
 
@@ -501,4 +523,30 @@ async def mark_superseded(conn: asyncpg.Connection, old_id: str, new_id: str) ->
         " WHERE id = ANY(ARRAY[$1, $2]::text[])",
         old_id,
         new_id,
+    )
+
+
+async def most_relevant(conn: asyncpg.Connection, scope: Scope, agents: list[str] | None, limit: int) -> list[Any]:
+    """The caller's current memories by the relevance the decay job stored (seed 003), then newest."""
+    return await conn.fetch(
+        "SELECT id, type, content FROM agent_memory.fragments f WHERE tenant_id = $1 AND workspace = $2"
+        f" AND ($3::text[] IS NULL OR agent_id = ANY($3)) AND {live('f', 'false')}"
+        " ORDER BY relevance DESC, created_at DESC LIMIT $4",
+        scope.tenant_id,
+        scope.workspace,
+        agents,
+        limit,
+    )
+
+
+async def consolidations(conn: asyncpg.Connection, scope: Scope, agents: list[str] | None, limit: int) -> list[Any]:
+    """The caller's newest memories made by consolidating others (memento_consolidate links them to each source)."""
+    return await conn.fetch(
+        "SELECT id, content FROM agent_memory.fragments f WHERE tenant_id = $1 AND workspace = $2"
+        ' AND ($3::text[] IS NULL OR agent_id = ANY($3)) AND linkages @> \'[{"label": "consolidated-from"}]\''
+        f" AND {live('f', 'false')} ORDER BY created_at DESC LIMIT $4",
+        scope.tenant_id,
+        scope.workspace,
+        agents,
+        limit,
     )

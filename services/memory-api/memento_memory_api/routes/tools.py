@@ -15,7 +15,7 @@ from fastapi.responses import JSONResponse
 from opentelemetry import trace
 
 from memento_memory_api.context import ToolContext
-from memento_memory_api.tools.registry import HANDLERS
+from memento_memory_api.tools.registry import HANDLERS, Answer
 from memento_memory_api.uow import Scope
 from memento_shared import progress
 from memento_shared.errors import ErrorCode, MementoError, unavailable
@@ -94,9 +94,12 @@ async def call_tool(name: str, request: Request) -> JSONResponse:
                 partition_verdicts=state.partition_verdicts,
                 l1=state.l1_keeper,
                 progress_id=progress.valid_id(request.headers.get(progress.HEADER)),
+                llm=state.llm,
             )
             result = await handler(ctx, args)
-            payload = {"result": result}
+            payload = (
+                {"result": result.result, "text": result.text} if isinstance(result, Answer) else {"result": result}
+            )
         except MementoError as exc:
             status = exc.code.value
             payload = exc.to_body()

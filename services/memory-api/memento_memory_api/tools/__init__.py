@@ -5,5 +5,7 @@ from memento_memory_api.tools import (  # noqa: F401
     fragments_edit,
     fragments_maintenance,
     fragments_session,
+    protocol,
+    protocol_working,
     simple,
 )

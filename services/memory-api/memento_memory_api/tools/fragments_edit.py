@@ -47,12 +47,12 @@ async def forget(ctx: ToolContext, args: ForgetArgs) -> dict[str, Any]:
             rows = await repo.by_topic(uow.conn, uow.scope, args.topic, ctx.visible_agents())
         targets = [r for r in rows if args.force or not _protected(r)]
         deleted = await repo.delete(uow.conn, [r["id"] for r in targets]) if targets else []
-        _after_commit_unindex(uow, ctx, [r for r in targets if r["id"] in set(deleted)])
+        unindex_after_commit(uow, ctx, [r for r in targets if r["id"] in set(deleted)])
     skipped = [r["id"] for r in rows if r not in targets]
     return {"success": True, "deleted": deleted, "count": len(deleted), "skipped": skipped}
 
 
-def _after_commit_unindex(uow: UnitOfWork, ctx: ToolContext, rows: list[Any]) -> None:
+def unindex_after_commit(uow: UnitOfWork, ctx: ToolContext, rows: list[Any]) -> None:
     async def unindex() -> None:
         for row in rows:
             await l1.unindex(

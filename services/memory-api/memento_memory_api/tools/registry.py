@@ -3,11 +3,20 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 from memento_memory_api.context import ToolContext
 
-Handler = Callable[[ToolContext, Any], Awaitable[dict[str, Any]]]
+
+class Answer(NamedTuple):
+    """A result whose text content is not its JSON: the protocol dialect answers in the words of its reference
+    server (DIALECTS.md "Answers"), with the JSON in structuredContent."""
+
+    result: dict[str, Any]
+    text: str
+
+
+Handler = Callable[[ToolContext, Any], Awaitable[dict[str, Any] | Answer]]
 HANDLERS: dict[str, Handler] = {}
 
 

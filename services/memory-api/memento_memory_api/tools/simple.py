@@ -15,12 +15,12 @@ from memento_memory_api.context import ToolContext
 from memento_memory_api.embedding_client import EmbeddingUnavailable
 from memento_memory_api.recall import engine, similar
 from memento_memory_api.repositories import fragments as repo
+from memento_memory_api.tools.common import whole_text
 from memento_memory_api.tools.fragments import store_fragment
 from memento_memory_api.tools.registry import handles
 from memento_shared.domain.fragments import content_hash, new_fragment_id
 from memento_shared.errors import ErrorCode, MementoError, invalid, not_found
 from memento_shared.text.keywords import extract_keywords
-from memento_shared.text.redaction import redact_pii
 from memento_shared.text.tokenizer import count_tokens
 from memento_shared.tools.simple import (
     ListRecentMemoriesArgs,
@@ -33,17 +33,6 @@ log = logging.getLogger(__name__)
 TOPIC = "general"  # seed 002 has no topic; seed 000's recall can still filter these rows by it
 # "explicit" facts (the user asked) rank with seed 000's decisions, extracted ones with its facts
 IMPORTANCE = {"explicit": 0.8, "extracted": 0.5}
-
-
-def whole_text(value: str, field: str, ctx: ToolContext) -> str:
-    """A dialect's text as it is stored: whole, PII masked; over MEMORY_MAX_CHARS it is refused, never cut."""
-    if len(value) > ctx.settings.memory_max_chars:
-        raise MementoError(
-            ErrorCode.PAYLOAD_TOO_LARGE,
-            f"{field}: {len(value)} characters, more than the {ctx.settings.memory_max_chars} allowed",
-            field=field,
-        )
-    return redact_pii(value)
 
 
 def action_for(old_id: str, new_id: str) -> str:

@@ -1,0 +1,50 @@
+"""What the dialects' handlers share: their content rules, dates, and reading another workspace."""
+
+from __future__ import annotations
+
+import dataclasses
+import secrets
+from datetime import UTC, date, datetime
+
+from memento_memory_api.context import ToolContext
+from memento_shared.errors import ErrorCode, MementoError, invalid
+from memento_shared.text.redaction import redact_pii
+
+
+def whole_text(value: str, field: str, ctx: ToolContext) -> str:
+    """A dialect's text as it is stored: whole, PII masked; over MEMORY_MAX_CHARS it is refused, never cut."""
+    if len(value) > ctx.settings.memory_max_chars:
+        raise MementoError(
+            ErrorCode.PAYLOAD_TOO_LARGE,
+            f"{field}: {len(value)} characters, more than the {ctx.settings.memory_max_chars} allowed",
+            field=field,
+        )
+    return redact_pii(value)
+
+
+def parse_when(value: str, field: str) -> datetime:
+    """An ISO 8601 date (its first moment, UTC) or date-time (UTC when it names no offset)."""
+    try:
+        if len(value) == 10:
+            day = date.fromisoformat(value)
+            return datetime(day.year, day.month, day.day, tzinfo=UTC)
+        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        raise invalid(field, "must be an ISO 8601 date (2026-03-01) or date-time (2026-03-01T12:00:00Z)") from None
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+def short_id(prefix: str) -> str:
+    return f"{prefix}-{secrets.token_hex(4)}"
+
+
+def in_workspace(ctx: ToolContext, workspace: str | None) -> ToolContext:
+    """The call's context, reading `workspace` instead of its own: another workspace of the same tenant that the
+    credential allows (seed 003's peek; DIALECTS.md "Scope"), read only by the tools that offer it."""
+    if workspace is None or workspace == ctx.scope.workspace:
+        return ctx
+    if not ctx.principal.allows_workspace(workspace):
+        raise MementoError(
+            ErrorCode.FORBIDDEN, f"workspace: {workspace!r} is not allowed for this credential", field="workspace"
+        )
+    return dataclasses.replace(ctx, scope=dataclasses.replace(ctx.scope, workspace=workspace))
