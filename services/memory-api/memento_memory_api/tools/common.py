@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
+import logging
 import secrets
 from datetime import UTC, date, datetime
+from typing import Any
 
 from memento_memory_api.context import ToolContext
+from memento_memory_api.embedding_client import EmbeddingUnavailable
 from memento_shared.errors import ErrorCode, MementoError, invalid
 from memento_shared.text.redaction import redact_pii
+
+log = logging.getLogger(__name__)
 
 
 def whole_text(value: str, field: str, ctx: ToolContext) -> str:
@@ -48,3 +54,16 @@ def in_workspace(ctx: ToolContext, workspace: str | None) -> ToolContext:
             ErrorCode.FORBIDDEN, f"workspace: {workspace!r} is not allowed for this credential", field="workspace"
         )
     return dataclasses.replace(ctx, scope=dataclasses.replace(ctx.scope, workspace=workspace))
+
+
+async def vector_now(ctx: ToolContext, text: str, side: str = "document") -> Any:
+    """`text`'s vector in the active profile, computed on the request path (the embedder's query lane), or None when
+    the embedder fails or takes longer than INLINE_EMBEDDING_TIMEOUT_SECONDS: callers go on without it."""
+    embed = ctx.embedder.embed_document if side == "document" else ctx.embedder.embed_query
+    try:
+        async with asyncio.timeout(ctx.settings.inline_embedding_timeout_s):
+            vector = await embed(text, ctx.profile.id)
+    except (EmbeddingUnavailable, TimeoutError) as exc:
+        log.warning("embedding.deferred", extra={"error_type": type(exc).__name__})
+        return None
+    return vector if len(vector) == ctx.profile.dimension else None

@@ -7,12 +7,15 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+import numpy as np
+
 from memento_memory_api import distill
 from memento_memory_api.context import ToolContext
+from memento_memory_api.recall import similar
 from memento_memory_api.recall.lexical import terms
 from memento_memory_api.repositories import fragments as repo
 from memento_memory_api.repositories import working_memory as wm
-from memento_memory_api.tools.common import in_workspace, parse_when, short_id, whole_text
+from memento_memory_api.tools.common import in_workspace, parse_when, short_id, vector_now, whole_text
 from memento_memory_api.tools.protocol import ranked_memories, recalled
 from memento_memory_api.tools.registry import Answer, handles
 from memento_shared.errors import invalid, not_found
@@ -195,12 +198,43 @@ def _skip(row: Any) -> dict[str, str]:
 
 
 def touches(entry: str, text: str, both_ways: bool) -> bool:
-    """Whether `text` is about the skipped `entry`: every meaningful word of the entry is in the text (or, both ways,
-    every meaningful word of the text is in the entry)."""
+    """Whether `text` is about the skipped `entry` by its words: every meaningful word of the entry is in the text
+    (or, both ways, every meaningful word of the text is in the entry)."""
     entry_words, text_words = set(terms(entry)), set(terms(text))
     if not entry_words or not text_words:
         return False
     return entry_words <= text_words or (both_ways and text_words <= entry_words)
+
+
+async def skips_touched(ctx: ToolContext, rows: list[Any], text: str, both_ways: bool) -> list[Any]:
+    """The entries `text` touches: by words first, then by meaning (the cosine of the text's query vector and the
+    entry's vector at or above the profile's calibrated cut-off), closest first. Without a calibrated cut-off, or with
+    the embedder away, by words alone. An entry whose vector is missing or of another profile gets one now."""
+    by_words = [r for r in rows if touches(r["item"], text, both_ways)]
+    rest = [r for r in rows if r not in by_words]
+    cutoff = similar.skip_cutoff(ctx.profile.id, ctx.settings.skip_min_score)
+    if not rest or cutoff is None:
+        return by_words
+    query = await vector_now(ctx, text, side="query")
+    if query is None:
+        return by_words
+    vectors: dict[str, Any] = {}
+    for row in rest:
+        if row["profile_id"] == ctx.profile.id and row["embedding"] is not None:
+            vectors[row["id"]] = row["embedding"]
+        elif (made := await vector_now(ctx, row["item"])) is not None:
+            vectors[row["id"]] = made
+            async with ctx.uow(ctx.scope) as uow:
+                await wm.set_skip_vector(uow.conn, row["id"], ctx.profile.id, made)
+    scores = {i: _cosine(query, v) for i, v in vectors.items()}
+    by_meaning = sorted((r for r in rest if scores.get(r["id"], -1.0) >= cutoff), key=lambda r: -scores[r["id"]])
+    return by_words + by_meaning
+
+
+def _cosine(a: Any, b: Any) -> float:
+    a, b = (np.asarray(v.to_numpy() if hasattr(v, "to_numpy") else v, dtype=np.float32) for v in (a, b))
+    norms = float(np.linalg.norm(a) * np.linalg.norm(b))
+    return float(a @ b) / norms if norms else 0.0
 
 
 @handles("memento_skip_add")
@@ -210,9 +244,10 @@ async def memento_skip_add(ctx: ToolContext, args: SkipAddArgs) -> Answer:
         raise invalid("expires", "must be in the future")
     item = whole_text(args.item, "item", ctx)
     reason = whole_text(args.reason, "reason", ctx)
+    vector = await vector_now(ctx, item)  # for the meaning match; made later if the embedder is away now
     async with ctx.uow(ctx.scope) as uow:
         await wm.purge_expired_skips(uow.conn, ctx.scope)
-        row = await wm.add_skip(uow.conn, ctx.scope, short_id("skip"), item, reason, expires_at)
+        row = await wm.add_skip(uow.conn, ctx.scope, short_id("skip"), item, reason, expires_at, ctx.profile.id, vector)
     return Answer(_skip(row), f'Added to skip list: "{row["item"]}" (expires {args.expires})')
 
 
@@ -221,10 +256,10 @@ async def memento_skip_check(ctx: ToolContext, args: SkipCheckArgs) -> Answer:
     async with ctx.uow(ctx.scope) as uow:
         await wm.purge_expired_skips(uow.conn, ctx.scope)
         rows = await wm.skips(uow.conn, ctx.scope)
-    match = next((r for r in rows if touches(r["item"], args.query, both_ways=True)), None)
-    if match is None:
+    touched = await skips_touched(ctx, rows, args.query, both_ways=True)
+    if not touched:
         return Answer({"match": None}, f'Not on skip list. Proceed with "{args.query}".')
-    entry = _skip(match)
+    entry = _skip(touched[0])
     return Answer({"match": entry}, f'SKIP: "{entry["item"]}"\nReason: {entry["reason"]}\nExpires: {entry["expires"]}')
 
 
@@ -304,10 +339,11 @@ async def memento_context(ctx: ToolContext, args: ContextArgs) -> Answer:
         if "skip_list" in wanted:
             await wm.purge_expired_skips(uow.conn, ctx.scope)
             entries = await wm.skips(uow.conn, ctx.scope) if args.message.strip() else []
-            result["warnings"] = [_skip(r) for r in entries if touches(r["item"], args.message, both_ways=False)]
         if "identity" in wanted:
             identity = await wm.latest_identity(uow.conn, ctx.scope)
             result["identity"] = identity["crystal"] if identity else None
+    if "skip_list" in wanted:
+        result["warnings"] = [_skip(r) for r in await skips_touched(ctx, entries, args.message, both_ways=False)]
     if "memories" in wanted:
         found = await ranked_memories(ctx, args.message, CONTEXT_MEMORIES) if args.message.strip() else []
         result["memories"] = {"matches": [recalled(row, score) for row, score in found]}

@@ -6,16 +6,13 @@ on the request path and written in the same transaction, so it is searchable by 
 
 from __future__ import annotations
 
-import asyncio
-import logging
 from typing import Any
 
 from memento_memory_api import render
 from memento_memory_api.context import ToolContext
-from memento_memory_api.embedding_client import EmbeddingUnavailable
 from memento_memory_api.recall import engine, similar
 from memento_memory_api.repositories import fragments as repo
-from memento_memory_api.tools.common import whole_text
+from memento_memory_api.tools.common import vector_now, whole_text
 from memento_memory_api.tools.fragments import store_fragment
 from memento_memory_api.tools.registry import handles
 from memento_shared.domain.fragments import content_hash, new_fragment_id
@@ -29,7 +26,6 @@ from memento_shared.tools.simple import (
     SupersedeMemoryArgs,
 )
 
-log = logging.getLogger(__name__)
 TOPIC = "general"  # seed 002 has no topic; seed 000's recall can still filter these rows by it
 # "explicit" facts (the user asked) rank with seed 000's decisions, extracted ones with its facts
 IMPORTANCE = {"explicit": 0.8, "extracted": 0.5}
@@ -42,7 +38,7 @@ def action_for(old_id: str, new_id: str) -> str:
 @handles("store_memory")
 async def store_memory(ctx: ToolContext, args: StoreMemoryArgs) -> dict[str, Any]:
     content = whole_text(args.content, "content", ctx)
-    vector = await _inline_vector(ctx, content)
+    vector = await vector_now(ctx, content)
     fragment = {
         "id": new_fragment_id(),
         "tenant_id": ctx.scope.tenant_id,
@@ -73,18 +69,6 @@ async def store_memory(ctx: ToolContext, args: StoreMemoryArgs) -> dict[str, Any
         "action_required": " ".join(action_for(m["id"], memory_id) for m in found) or None,
         "duplicate": not created,
     }
-
-
-async def _inline_vector(ctx: ToolContext, content: str) -> Any:
-    """The content's vector in the active profile, or None when the embedder fails or takes longer than
-    INLINE_EMBEDDING_TIMEOUT_SECONDS: the memory is stored anyway and the embedder fills the vector from its event."""
-    try:
-        async with asyncio.timeout(ctx.settings.inline_embedding_timeout_s):
-            vector = await ctx.embedder.embed_document(content, ctx.profile.id)
-    except (EmbeddingUnavailable, TimeoutError) as exc:
-        log.warning("store_memory.embedding_deferred", extra={"error_type": type(exc).__name__})
-        return None
-    return vector if len(vector) == ctx.profile.dimension else None
 
 
 async def _similar(ctx: ToolContext, conn: Any, content: str, vector: Any, memory_id: str) -> list[dict[str, Any]]:
