@@ -270,7 +270,24 @@ async def test_context_gathers_items_memories_warnings_and_identity(memory_api, 
     assert result["identity"] == "I am a careful night-sky assistant."
     assert text.startswith('⚠ SKIP: "aurora alerts"')
     only, _ = await ok(memory_api, "memento_context", {"message": "aurora", "include": ["identity"]}, tenant)
-    assert only == {"identity": result["identity"]}
+    assert only["identity"] == result["identity"] and not {"working_memory", "memories", "warnings"} & set(only)
+
+
+async def test_context_stays_within_its_token_budget_keeping_the_warnings(memory_api, tenant):
+    future = (datetime.now(UTC) + timedelta(days=3)).isoformat()
+    await ok(memory_api, "memento_skip_add", {"item": "release", "reason": "freeze", "expires": future}, tenant)
+    for n in range(12):
+        title = f"Release task {n}: " + "check every dashboard and every alert rule before going on " * 3
+        await ok(
+            memory_api, "memento_item_create", {"category": "active_work", "title": title, "priority": n % 11}, tenant
+        )
+    full, _ = await ok(memory_api, "memento_context", {"message": "release", "token_budget": 100_000}, tenant)
+    small, _ = await ok(memory_api, "memento_context", {"message": "release", "token_budget": 150}, tenant)
+    assert full["omitted"] == 0 and len(full["working_memory"]["items"]) == 12
+    assert small["tokens"] <= 150 and small["omitted"] >= 8
+    assert [w["item"] for w in small["warnings"]] == ["release"]
+    kept = small["working_memory"]["items"]
+    assert kept and kept == full["working_memory"]["items"][: len(kept)]  # the highest priorities first
 
 
 async def test_identity_snapshots_keep_history_and_crystallize_builds_one(memory_api, tenant, owner_pool):

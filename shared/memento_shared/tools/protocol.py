@@ -199,6 +199,11 @@ class ContextArgs(Args):
     include: Annotated[
         list[Literal["working_memory", "memories", "skip_list", "identity"]], Field(min_length=1, max_length=4)
     ] = Field(["working_memory", "memories", "skip_list", "identity"], description="What to include")
+    token_budget: Annotated[int, Field(ge=100, le=100_000)] = Field(
+        4000,
+        description="At most this many tokens (cl100k) of context: skip warnings always, then the identity crystal, "
+        "items by priority and memories by score while they fit",
+    )
 
 
 class ContextResult(BaseModel):
@@ -206,6 +211,8 @@ class ContextResult(BaseModel):
     memories: dict | None = Field(None, description="{matches: the top memories for the message}")
     warnings: list[SkipEntry] | None = Field(None, description="Skip-list entries the message touches")
     identity: str | None = None
+    tokens: int = Field(0, description="Tokens of the context returned")
+    omitted: int = Field(0, description="Items and memories left out to stay within token_budget")
 
 
 class IdentityResult(BaseModel):

@@ -20,6 +20,7 @@ from memento_memory_api.tools.protocol import ranked_memories, recalled
 from memento_memory_api.tools.registry import Answer, handles
 from memento_shared.errors import invalid, not_found
 from memento_shared.text.keywords import normalise_keywords
+from memento_shared.text.tokenizer import count_tokens
 from memento_shared.tools.protocol import (
     SECTIONS,
     ContextArgs,
@@ -347,7 +348,38 @@ async def memento_context(ctx: ToolContext, args: ContextArgs) -> Answer:
     if "memories" in wanted:
         found = await ranked_memories(ctx, args.message, CONTEXT_MEMORIES) if args.message.strip() else []
         result["memories"] = {"matches": [recalled(row, score) for row, score in found]}
+    _within_budget(result, args.token_budget)
     return Answer(result, _context_text(result))
+
+
+def _within_budget(result: dict[str, Any], budget: int) -> None:
+    """Keep the context within `budget` tokens: skip warnings always (they say what not to do), then the identity
+    crystal, then items by priority and memories by score while each fits; what does not fit is counted in
+    `omitted`, and a crystal larger than the budget is left out."""
+    used = sum(count_tokens(f"{w['item']} {w['reason']}") for w in result.get("warnings") or [])
+    if result.get("identity"):
+        cost = count_tokens(result["identity"])
+        if used + cost <= budget:
+            used += cost
+        else:
+            result["identity"] = None
+    omitted = 0
+    for section, key, text in (
+        ("working_memory", "items", lambda i: f"{i['title']} {i['content']} {i['next_action'] or ''}"),
+        ("memories", "matches", lambda m: m["content"]),
+    ):
+        if section not in result:
+            continue
+        kept = []
+        for entry in result[section][key]:
+            cost = count_tokens(text(entry))
+            if used + cost <= budget:
+                kept.append(entry)
+                used += cost
+            else:
+                omitted += 1
+        result[section][key] = kept
+    result["tokens"], result["omitted"] = used, omitted
 
 
 def _context_text(result: dict[str, Any]) -> str:
