@@ -22,27 +22,39 @@ from memento_shared.text.tokenizer import count_tokens
 from memento_shared.tools.fragments import RecallArgs, RememberArgs
 
 
-def build_fragment(args: RememberArgs, ctx: ToolContext) -> dict[str, Any]:
-    """FragmentFactory (§6.2): mask PII, truncate, hash, keywords, importance, TTL tier, tokens."""
-    content = truncate(redact_pii(args.content))
-    keywords = normalise_keywords(args.keywords) if args.keywords else extract_keywords(content)
-    importance = args.importance if args.importance is not None else DEFAULT_IMPORTANCE[args.type]
+def new_row(ctx: ToolContext, content: str, **fields: Any) -> dict[str, Any]:
+    """A new row of the one store in the caller's namespace, for stored (already masked) `content`: its id, hash and
+    token count; `fields` give the rest (topic, keywords, type, importance, source, ttl_tier, is_anchor and, for the
+    other dialects, confidence, expires_at, linkages)."""
     return {
         "id": new_fragment_id(),
         "tenant_id": ctx.scope.tenant_id,
         "workspace": ctx.scope.workspace,
         "agent_id": ctx.scope.agent_id,
         "content": content,
-        "topic": args.topic.strip(),
-        "keywords": keywords,
-        "type": args.type,
-        "importance": float(importance),
         "content_hash": content_hash(content),
-        "source": args.source,
-        "ttl_tier": infer_ttl(args.type, importance),
         "estimated_tokens": count_tokens(content),
-        "is_anchor": args.isAnchor,
+        "is_anchor": False,
+        **fields,
     }
+
+
+def build_fragment(args: RememberArgs, ctx: ToolContext) -> dict[str, Any]:
+    """FragmentFactory (§6.2): mask PII, truncate, hash, keywords, importance, TTL tier, tokens."""
+    content = truncate(redact_pii(args.content))
+    keywords = normalise_keywords(args.keywords) if args.keywords else extract_keywords(content)
+    importance = args.importance if args.importance is not None else DEFAULT_IMPORTANCE[args.type]
+    return new_row(
+        ctx,
+        content,
+        topic=args.topic.strip(),
+        keywords=keywords,
+        type=args.type,
+        importance=float(importance),
+        source=args.source,
+        ttl_tier=infer_ttl(args.type, importance),
+        is_anchor=args.isAnchor,
+    )
 
 
 async def store_fragment(

@@ -16,16 +16,15 @@ from memento_memory_api.recall import engine, similar
 from memento_memory_api.repositories import fragments as repo
 from memento_memory_api.repositories import working_memory as wm
 from memento_memory_api.tools.common import in_workspace, parse_when, whole_text
-from memento_memory_api.tools.fragments import store_fragment
+from memento_memory_api.tools.fragments import new_row, store_fragment
 from memento_memory_api.tools.fragments_edit import unindex_after_commit
 from memento_memory_api.tools.registry import Answer, handles
 from memento_memory_api.uow import UnitOfWork
 from memento_shared.domain.decay import decayed
-from memento_shared.domain.fragments import DEFAULT_IMPORTANCE, content_hash, new_fragment_id
+from memento_shared.domain.fragments import DEFAULT_IMPORTANCE
 from memento_shared.errors import ErrorCode, MementoError, invalid, not_found
 from memento_shared.text.keywords import extract_keywords, normalise_keywords
 from memento_shared.text.redaction import redact_pii
-from memento_shared.text.tokenizer import count_tokens
 from memento_shared.tools.protocol import ConsolidateArgs, ExtractArgs, GraphArgs, IdArgs, RecallArgs, StoreArgs
 
 TOPIC = "memory"  # seed 003 has no topic; seed 000's recall can still filter these rows by it
@@ -35,24 +34,18 @@ DISTILL_TAG = "source:distill"
 
 def memory_row(ctx: ToolContext, content: str, mtype: str, tags: list[str], **extra: Any) -> dict[str, Any]:
     """A seed-003 memory as a fragment row: tags are its keywords (its own words when it has none)."""
-    return {
-        "id": new_fragment_id(),
-        "tenant_id": ctx.scope.tenant_id,
-        "workspace": ctx.scope.workspace,
-        "agent_id": ctx.scope.agent_id,
-        "content": content,
-        "topic": TOPIC,
-        "keywords": tags or extract_keywords(content),
-        "type": mtype,
-        "importance": DEFAULT_IMPORTANCE.get(mtype, 0.5),
-        "content_hash": content_hash(content),
-        "source": "memento_protocol",
+    return new_row(
+        ctx,
+        content,
+        topic=TOPIC,
+        keywords=tags or extract_keywords(content),
+        type=mtype,
+        importance=DEFAULT_IMPORTANCE.get(mtype, 0.5),
+        source="memento_protocol",
         # seed 003 memories fade in score, never by seed 000's TTL stages; they end only at their own `expires`
-        "ttl_tier": "permanent",
-        "estimated_tokens": count_tokens(content),
-        "is_anchor": False,
+        ttl_tier="permanent",
         **extra,
-    }
+    )
 
 
 def tag_text(tags: list[str]) -> str:

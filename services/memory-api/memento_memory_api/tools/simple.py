@@ -13,12 +13,10 @@ from memento_memory_api.context import ToolContext
 from memento_memory_api.recall import engine, similar
 from memento_memory_api.repositories import fragments as repo
 from memento_memory_api.tools.common import vector_now, whole_text
-from memento_memory_api.tools.fragments import store_fragment
+from memento_memory_api.tools.fragments import new_row, store_fragment
 from memento_memory_api.tools.registry import handles
-from memento_shared.domain.fragments import content_hash, new_fragment_id
 from memento_shared.errors import ErrorCode, MementoError, invalid, not_found
 from memento_shared.text.keywords import extract_keywords
-from memento_shared.text.tokenizer import count_tokens
 from memento_shared.tools.simple import (
     ListRecentMemoriesArgs,
     SearchMemoriesArgs,
@@ -39,24 +37,18 @@ def action_for(old_id: str, new_id: str) -> str:
 async def store_memory(ctx: ToolContext, args: StoreMemoryArgs) -> dict[str, Any]:
     content = whole_text(args.content, "content", ctx)
     vector = await vector_now(ctx, content)
-    fragment = {
-        "id": new_fragment_id(),
-        "tenant_id": ctx.scope.tenant_id,
-        "workspace": ctx.scope.workspace,
-        "agent_id": ctx.scope.agent_id,
-        "content": content,
-        "topic": TOPIC,
-        "keywords": extract_keywords(content),
-        "type": "fact",
-        "importance": IMPORTANCE[args.source],
-        "content_hash": content_hash(content),
-        "source": args.source,
+    fragment = new_row(
+        ctx,
+        content,
+        topic=TOPIC,
+        keywords=extract_keywords(content),
+        type="fact",
+        importance=IMPORTANCE[args.source],
+        source=args.source,
         # a seed-002 memory holds until the agent supersedes it: seed 000's TTL stages never expire it
-        "ttl_tier": "permanent",
-        "estimated_tokens": count_tokens(content),
-        "is_anchor": False,
-        "confidence": args.confidence,
-    }
+        ttl_tier="permanent",
+        confidence=args.confidence,
+    )
     async with ctx.uow(ctx.scope) as uow:
         memory_id, created = await store_fragment(ctx, uow, fragment)
         if vector is not None:
