@@ -28,7 +28,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
-from bench.corpus import TOPICS, keyword_pool, queries
+from bench.corpus import TOPICS, fragments, keyword_pool, queries
 from bench.load import load
 from bench.report import percentiles, print_table, write_results
 from memento_devtools.embedded import spawn
@@ -142,7 +142,12 @@ class Workload:
         self.rng = random.Random(seed)
         self.keywords = keyword_pool()
         self.queries = iter(queries(100_000, seed=query_seed, tag=query_tag))
+        # store_memory's texts: the loaded fragments' wording (their templates, other values), so its `similar` has
+        # neighbours to rank
+        self.facts = [f["content"].rsplit(" (#", 1)[0] for f in fragments(1000, seed=seed + 100)]
         self.counter = 0
+        self.superseded = 0
+        self.conflicts = 0  # calls answered CONFLICT in the current row
         # in every written text, so a run on a kept store writes new content: a repeat of an earlier run's text
         # would measure remember's duplicate path and amend's no-op instead of the writes
         self.run = secrets.token_hex(4)
@@ -174,13 +179,44 @@ class Workload:
             return {"id": self.rng.choice(self.ids), "content": content}
         if op == "context":
             return {}
+        if op == "store_memory":
+            return {
+                "content": f"{self.rng.choice(self.facts)} (stored {self.run}-{n})",
+                "source": ("explicit", "extracted")[n % 2],
+            }
+        if op == "supersede_memory":
+            # pairs counted from the end of the list (link's come from its start), each id in one pair only: no
+            # memory is superseded twice and no chain closes a cycle
+            self.superseded += 1
+            k = 2 * self.superseded
+            return {"old_memory_id": self.ids[1 - k], "new_memory_id": self.ids[-k]}
+        if op == "search_memories":
+            return {"query": next(self.queries)}
+        if op == "list_recent_memories":
+            return {}
         raise ValueError(op)
 
 
 TOOL = {"recall_keywords": "recall", "recall_keywords_2": "recall", "recall_text": "recall"}
 # `ping` is the path without a tool: an MCP ping through the gateway, GET /livez at memory-api. Every tool pays it
 # before its own work, so the targets are read against it.
-OPS = ["ping", "remember", "recall_keywords", "recall_keywords_2", "recall_text", "link", "amend", "context"]
+OPS = [
+    "ping",
+    "remember",
+    "recall_keywords",
+    "recall_keywords_2",
+    "recall_text",
+    "link",
+    "amend",
+    "context",
+    # seed 002's dialect (the `simple` profile)
+    "store_memory",
+    "supersede_memory",
+    "search_memories",
+    "list_recent_memories",
+]
+# ops that write to loaded fragments: skipped when attached to a running system (no ids known)
+ON_IDS = ("link", "amend", "supersede_memory")
 
 
 async def through_gateway(system: System, workload: Workload, op: str, concurrency: int, ops: int) -> list[float]:
@@ -188,9 +224,9 @@ async def through_gateway(system: System, workload: Workload, op: str, concurren
     latencies: list[float] = []
 
     async def client_loop(count: int) -> None:
-        async with Client(
-            streamable_http_client(system.info["mcp_url"], http_client=create_mcp_http_client(headers=headers))
-        ) as client:
+        # every dialect's tools in one session: seed 000's and seed 002's (`simple`)
+        url = system.info["mcp_url"] + "?profile=all"
+        async with Client(streamable_http_client(url, http_client=create_mcp_http_client(headers=headers))) as client:
             for i in range(count + 3):  # the first three warm the session and connection, unmeasured
                 started = time.perf_counter()
                 if op == "ping":
@@ -200,8 +236,10 @@ async def through_gateway(system: System, workload: Workload, op: str, concurren
                     result = await client.call_tool(TOOL.get(op, op), workload.args(op))
                 if i >= 3:
                     latencies.append(time.perf_counter() - started)
-                if result is not None and result.is_error and "CONFLICT" not in result.content[0].text:
-                    raise SystemExit(f"bench: {op} failed: {result.content[0].text}")
+                if result is not None and result.is_error:
+                    if "CONFLICT" not in result.content[0].text:
+                        raise SystemExit(f"bench: {op} failed: {result.content[0].text}")
+                    workload.conflicts += 1
 
     await asyncio.gather(*(client_loop(ops // concurrency) for _ in range(concurrency)))
     return latencies
@@ -234,6 +272,8 @@ async def direct(system: System, workload: Workload, op: str, concurrency: int, 
             error = tool_error(answer)  # /livez's answer has no `error` either
             if error and error.get("code") != "CONFLICT":
                 raise SystemExit(f"bench: {op} failed: {error}")
+            if error:
+                workload.conflicts += 1
 
     try:
         await asyncio.gather(*(loop(ops // concurrency) for _ in range(concurrency)))
@@ -343,7 +383,14 @@ async def main_async(args: argparse.Namespace) -> dict:
             # cache (or disk) during the first calls. Other questions than the measured ones, so no measured query
             # finds its embedding cached.
             warm = Workload(workload.ids, seed=12, query_seed=3, query_tag="w")
-            for op in ("recall_keywords", "recall_keywords_2", "recall_text", "context"):
+            for op in (
+                "recall_keywords",
+                "recall_keywords_2",
+                "recall_text",
+                "context",
+                "search_memories",
+                "list_recent_memories",
+            ):
                 await direct(system, warm, op, 1, args.warmup)
             print(f"bench: warmed up with {args.warmup} unmeasured calls of each read", flush=True)
         results["warmup_calls_per_read"] = 0 if args.url else args.warmup
@@ -352,15 +399,19 @@ async def main_async(args: argparse.Namespace) -> dict:
         for concurrency in args.concurrency:
             for path, fn in paths:
                 for op in OPS:
-                    if op in ("link", "amend") and not ids:
+                    if op in ON_IDS and not ids:
                         continue
+                    workload.conflicts = 0
                     started = time.perf_counter()
                     latencies = await fn(system, workload, op, concurrency, args.ops)
                     elapsed = time.perf_counter() - started
                     stats = percentiles(latencies) | {"throughput_per_s": round(len(latencies) / elapsed, 1)}
+                    if workload.conflicts:  # warm-up calls included
+                        stats["conflicts"] = workload.conflicts
                     results["latency"][f"{op}|{path}|c{concurrency}"] = stats
                     print(
-                        f"  {op:17} {path:10} c={concurrency}: p50 {stats['p50_ms']} ms, p95 {stats['p95_ms']} ms",
+                        f"  {op:20} {path:10} c={concurrency}: p50 {stats['p50_ms']} ms, p95 {stats['p95_ms']} ms"
+                        + (f", {stats['conflicts']} CONFLICT" if "conflicts" in stats else ""),
                         flush=True,
                     )
         results["memory_mb"] = system.memory()
