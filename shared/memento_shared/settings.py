@@ -156,6 +156,27 @@ class Settings(BaseSettings):
     llm_timeout_s: float = Field(20.0, alias="LLM_TIMEOUT_SECONDS", gt=0, le=300)
     llm_max_attempts: int = Field(3, alias="LLM_MAX_ATTEMPTS", ge=1, le=10)
     llm_max_retry_wait_s: float = Field(5.0, alias="LLM_MAX_RETRY_WAIT_SECONDS", ge=0, le=60)
+    # seed 004's lifecycle tools (§9.3's keys, §8's limits); MEMORY_MAX_CHARS does not apply to turn payloads
+    memory_recent_context_items: int = Field(30, alias="MEMORY_RECENT_CONTEXT_ITEMS", ge=0, le=1000)
+    memory_recall_facts_limit: int = Field(20, alias="MEMORY_RECALL_FACTS_LIMIT", ge=0, le=200)
+    memory_search_limit: int = Field(5, alias="MEMORY_SEARCH_LIMIT", ge=0, le=100)
+    memory_compact_threshold: float = Field(0.8, alias="MEMORY_COMPACT_THRESHOLD", gt=0, le=1)
+    memory_l1_retention_days: float = Field(1.0, alias="MEMORY_L1_RETENTION_DAYS", gt=0)
+    memory_l2_retention_days: float = Field(7.0, alias="MEMORY_L2_RETENTION_DAYS", gt=0)
+    memory_compaction_min_age_hours: float = Field(24.0, alias="MEMORY_COMPACTION_MIN_AGE_HOURS", ge=0)
+    memory_summary_refresh_interval_minutes: float = Field(60.0, alias="MEMORY_SUMMARY_REFRESH_INTERVAL_MINUTES", ge=0)
+    memory_max_processed_turns: int = Field(1024, alias="MEMORY_MAX_PROCESSED_TURNS", ge=1)
+    memory_heuristic_enabled: bool = Field(False, alias="MEMORY_HEURISTIC_ENABLED")
+    memory_heuristic_model: str = Field("openai/gpt-oss-120b", alias="MEMORY_HEURISTIC_MODEL")
+    memory_heuristic_base_url: str = Field("", alias="MEMORY_HEURISTIC_BASE_URL")
+    memory_heuristic_api_key: str = Field("", alias="MEMORY_HEURISTIC_API_KEY")  # else OPENAI_API_KEY
+    memory_heuristic_timeout_ms: int = Field(12000, alias="MEMORY_HEURISTIC_TIMEOUT_MS", ge=100)
+    memory_heuristic_max_output_tokens: int = Field(800, alias="MEMORY_HEURISTIC_MAX_OUTPUT_TOKENS", ge=16)
+    memory_max_items: int = Field(256, alias="MEMORY_MAX_ITEMS", ge=1)  # items per array of a turn payload
+    memory_max_part_chars: int = Field(100_000, alias="MEMORY_MAX_PART_CHARS", ge=1)  # characters per content part
+    # a turn's `processing` guard older than this is taken over by a retry (its first commit died)
+    memory_turn_stale_seconds: float = Field(60.0, alias="MEMORY_TURN_STALE_SECONDS", gt=0)
+    memory_lock_timeout_s: float = Field(5.0, alias="MEMORY_LOCK_TIMEOUT_SECONDS", gt=0, le=60)
     # evaluator: Gemini when GEMINI_API_KEY is set, the offline scorer otherwise
     gemini_model: str = Field("gemini-2.5-flash", alias="GEMINI_MODEL")
     gemini_base_url: str = Field("", alias="GEMINI_BASE_URL")

@@ -100,6 +100,8 @@ async def shutdown(state) -> None:
     await _bounded("access_flush", state.access.stop())
     await _bounded("embedder_client", state.embedder.aclose())
     await _bounded("llm", state.llm.aclose())
+    if state.heuristic is not None:
+        await _bounded("heuristic", state.heuristic.aclose())
     await _bounded("queue", state.queue.aclose())
     if state.l1_redis is not None:
         await _bounded("request_redis", state.l1_redis.aclose())
@@ -131,6 +133,7 @@ def create_app(settings: Settings) -> FastAPI:
         state.l1_redis = request_redis(settings) if settings.redis_enabled else None
         state.embedder = EmbeddingClient(settings.embedder_url)
         state.llm = llm.from_settings(settings)
+        state.heuristic = llm.heuristic_from_settings(settings)
         state.profile = await load_active_profile(state.pool)
         state.profile_watch = ProfileWatch(state, settings.database_url)
         await state.profile_watch.start()

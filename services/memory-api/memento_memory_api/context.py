@@ -35,6 +35,7 @@ class ToolContext:
     l1: Any = None  # recall.l1.L1Keeper: told when an L1 write fails, says whether L1 can be read
     progress_id: str | None = None  # memento_shared.progress channel the gateway reads, when the client wants progress
     llm: Any = None  # memento_memory_api.llm.LLM: seed 003's summaries, distillation and crystals when configured
+    heuristic: Any = None  # memento_memory_api.llm.LLM: seed 004's fact extraction, when its heuristic is enabled
 
     def l1_write_failed(self) -> None:
         if self.l1 is not None:

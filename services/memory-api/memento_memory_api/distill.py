@@ -30,7 +30,8 @@ _FILLER = re.compile(r"^(ok|okay|thanks|thank you|sure|yes|no|hi|hello|great|coo
 def candidates(transcript: str, mode: str) -> list[tuple[str, str]]:
     """(sentence, type) pairs worth keeping from a transcript, in order: decisions, instructions and factual
     statements of at least four words, without their speaker labels. `seeds` keeps only first-person ones (what a
-    speaker says of themselves), seed 003's "texture" memories."""
+    speaker says of themselves), seed 003's "texture" memories; `statements` keeps every statement (what a user tells
+    the assistant is a fact of the project unless it says otherwise), typed like the rest."""
     out: list[tuple[str, str]] = []
     seen: set[str] = set()
     for raw in _SENTENCE.split(transcript):
@@ -44,7 +45,7 @@ def candidates(transcript: str, mode: str) -> list[tuple[str, str]]:
             kind = "decision"
         elif _INSTRUCTION.search(sentence):
             kind = "instruction"
-        elif _FACT.search(sentence):
+        elif _FACT.search(sentence) or mode == "statements":
             kind = "fact"
         else:
             continue

@@ -68,6 +68,43 @@ class OpenAIModel:
         await self._client.close()
 
 
+class ResponsesModel:
+    """The OpenAI Responses API (seed 004 §9.3's heuristic fact extraction), through the `openai` client."""
+
+    def __init__(self, api_key: str, model: str, base_url: str, timeout_s: float) -> None:
+        self.name = model
+        self._client = openai.AsyncOpenAI(
+            api_key=api_key, base_url=responses_base(base_url), timeout=timeout_s, max_retries=0
+        )
+
+    async def complete(self, system: str, prompt: str, max_tokens: int) -> str:
+        try:
+            answer = await self._client.responses.create(
+                model=self.name, instructions=system, input=prompt, max_output_tokens=max_tokens
+            )
+        except openai.APIStatusError as exc:
+            retry_after = parse_retry_after(exc.response.headers.get("retry-after"))
+            retryable = exc.status_code == 429 or exc.status_code >= 500
+            raise LLMFailed(f"answered {exc.status_code}", retry_after, retryable) from exc
+        except openai.APIError as exc:
+            raise LLMFailed(type(exc).__name__) from exc
+        if not answer.output_text:
+            raise LLMFailed("answered without text", retryable=False)
+        return answer.output_text
+
+    async def aclose(self) -> None:
+        await self._client.close()
+
+
+def responses_base(url: str) -> str:
+    """Seed 004 §9.3: the configured URL is the endpoint when it ends with /v1/responses, else /v1/responses is
+    appended; the `openai` client appends /responses itself, so it is given the part before."""
+    url = url.strip().rstrip("/")
+    if url.endswith("/v1/responses"):
+        return url[: -len("/responses")]
+    return url if url.endswith("/v1") else url + "/v1"
+
+
 class GeminiModel:
     def __init__(self, api_key: str, model: str, base_url: str | None, timeout_s: float) -> None:
         self.name = model
@@ -141,4 +178,18 @@ def from_settings(settings: Settings) -> LLM:
         model = None
     else:
         raise ValueError(f"LLM_PROVIDER: {settings.llm_provider!r} is not openai, gemini or offline")
+    return LLM(model, settings.llm_max_attempts, settings.llm_max_retry_wait_s)
+
+
+def heuristic_from_settings(settings: Settings) -> LLM | None:
+    """Seed 004's fact extraction model, when MEMORY_HEURISTIC_ENABLED and a base URL are set; None otherwise."""
+    if not settings.memory_heuristic_enabled:
+        return None
+    if not settings.memory_heuristic_base_url.strip():
+        raise ValueError("MEMORY_HEURISTIC_BASE_URL: needed when MEMORY_HEURISTIC_ENABLED (an absolute URL)")
+    if "://" not in settings.memory_heuristic_base_url:
+        raise ValueError("MEMORY_HEURISTIC_BASE_URL: must be an absolute URL with scheme and host")
+    key = settings.memory_heuristic_api_key or settings.openai_api_key or "none"
+    timeout = settings.memory_heuristic_timeout_ms / 1000
+    model = ResponsesModel(key, settings.memory_heuristic_model, settings.memory_heuristic_base_url, timeout)
     return LLM(model, settings.llm_max_attempts, settings.llm_max_retry_wait_s)

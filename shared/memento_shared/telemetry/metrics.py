@@ -111,3 +111,21 @@ MCP_MESSAGES = Counter(
     ["method", "transport"],
     registry=REGISTRY,
 )
+
+# seed 004 §13.1, named as the seed names them
+MEMORY_BEFORE_TURN = Counter("mcp_memory_before_turn_total", "memory_before_turn calls", ["status"], registry=REGISTRY)
+MEMORY_AFTER_TURN = Counter("mcp_memory_after_turn_total", "memory_after_turn calls", ["status"], registry=REGISTRY)
+MEMORY_AFTER_TURN_DURATION = Histogram(
+    "mcp_memory_after_turn_duration_ms",
+    "memory_after_turn duration in milliseconds",
+    buckets=(5, 10, 25, 50, 80, 100, 250, 500, 1000, 2500, 5000),
+    registry=REGISTRY,
+)
+MEMORY_MAINTENANCE = Counter(
+    "mcp_memory_maintenance_total", "memory_run_maintenance calls", ["status"], registry=REGISTRY
+)
+MEMORY_COMPACTION = Counter("mcp_memory_compaction_total", "Session events compacted into archives", registry=REGISTRY)
+MEMORY_FACT_WRITES = Counter("mcp_memory_fact_write_total", "Facts written by tier", ["tier"], registry=REGISTRY)
+MEMORY_IDEMPOTENCY_CONFLICTS = Counter(
+    "mcp_memory_idempotency_conflicts_total", "Turn commits refused as a duplicate in progress", registry=REGISTRY
+)

@@ -32,6 +32,15 @@ class ToolSpec:
     scope: str = "write"  # credential scope needed: read, write or admin
     reports_progress: bool = False  # its work reports steps on the call's progress channel (memento_shared.progress)
     extra: dict[str, Any] = field(default_factory=dict)
+    # a dialect whose clients expect other error codes (seed 004's) names them: SPEC code -> the dialect's
+    error_codes: dict[str, str] = field(default_factory=dict)
+
+    def error_body(self, body: dict[str, Any]) -> dict[str, Any]:
+        """An `{"error": {...}}` body with its code in this tool's dialect."""
+        code = body["error"].get("code")
+        if code in self.error_codes:
+            body = {"error": {**body["error"], "code": self.error_codes[code]}}
+        return body
 
     # Built once per model and shared (read-only): tools/list answers every new session, and pydantic builds a
     # schema in milliseconds.

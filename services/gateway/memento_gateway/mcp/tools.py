@@ -55,6 +55,7 @@ async def call_tool(
     if "error" in body:
         if body["error"].get("code") in UPSTREAM_FAILURES:
             await call.log("warning", {"tool": name, "error": body["error"]["code"]})
+        body = TOOLS[name].error_body(body)  # the gateway's own errors too, in the dialect's codes
         return {
             "content": [{"type": "text", "text": jsonio.dumps_str({"error": body["error"]})}],
             "isError": True,

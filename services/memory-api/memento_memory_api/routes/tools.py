@@ -95,6 +95,7 @@ async def call_tool(name: str, request: Request) -> JSONResponse:
                 l1=state.l1_keeper,
                 progress_id=progress.valid_id(request.headers.get(progress.HEADER)),
                 llm=state.llm,
+                heuristic=state.heuristic,
             )
             result = await handler(ctx, args)
             payload = (
@@ -117,6 +118,8 @@ async def call_tool(name: str, request: Request) -> JSONResponse:
             status = ErrorCode.STORAGE_ERROR.value
             log.exception("tool.failed", extra={"tool": name, "error_type": type(exc).__name__})
             payload = MementoError(ErrorCode.STORAGE_ERROR, "internal error; nothing was changed").to_body()
+    if "error" in payload:
+        payload = spec.error_body(payload)
     TOOL_CALLS.labels(name, status).inc()
     TOOL_LATENCY.labels(name, status).observe(time.perf_counter() - started)
     return JSONBody(payload)

@@ -5,6 +5,8 @@ from memento_memory_api.tools import (  # noqa: F401
     fragments_edit,
     fragments_maintenance,
     fragments_session,
+    lifecycle,
+    lifecycle_maintenance,
     protocol,
     protocol_working,
     simple,

@@ -1,0 +1,241 @@
+"""Seed 004's turn tools (the `lifecycle` profile): memory_before_turn and memory_after_turn, so a client keeps memory
+with two calls a turn. Facts are rows of the one store (recall and search_memories find them); the session's record
+is its own tables (repositories/sessions.py). Errors answer in seed 004's codes (ToolSpec.error_codes)."""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import asyncpg
+
+from memento_memory_api import distill, turns
+from memento_memory_api.context import ToolContext
+from memento_memory_api.recall import engine
+from memento_memory_api.repositories import fragments as repo
+from memento_memory_api.repositories import sessions
+from memento_memory_api.tools.common import in_workspace
+from memento_memory_api.tools.fragments import new_row, store_fragment
+from memento_memory_api.tools.registry import handles
+from memento_memory_api.uow import UnitOfWork
+from memento_shared.errors import ErrorCode, MementoError, invalid
+from memento_shared.telemetry.metrics import (
+    MEMORY_AFTER_TURN,
+    MEMORY_AFTER_TURN_DURATION,
+    MEMORY_BEFORE_TURN,
+    MEMORY_FACT_WRITES,
+    MEMORY_IDEMPOTENCY_CONFLICTS,
+)
+from memento_shared.text.keywords import extract_keywords
+from memento_shared.text.redaction import redact_pii
+from memento_shared.text.tokenizer import count_tokens
+from memento_shared.tools.lifecycle import AfterTurnArgs, BeforeTurnArgs
+
+TOPIC = "lifecycle"
+TIERS = {"l1": "lifecycle:l1", "l2": "lifecycle:l2"}  # daily and weekly facts, in the row's `source`
+CONTEXT_LINE_CHARS = 2000  # a recent item's text in the recall block, at most
+
+
+def scoped(ctx: ToolContext, project: str | None) -> ToolContext:
+    """The call in its project: a workspace of the credential's tenant that it allows (PERMISSION_DENIED else)."""
+    return in_workspace(ctx, project)
+
+
+def busy(message: str) -> MementoError:
+    return MementoError(ErrorCode.RESOURCE_BUSY, message, retryable=True)
+
+
+# --- memory_before_turn -----------------------------------------------------------------------------------------
+def current_input(args: BeforeTurnArgs) -> list[dict[str, Any]]:
+    """This turn's input from whichever of the three forms the client used (exactly one)."""
+    given = [
+        name
+        for name in ("current_input", "current_input_text", "conversation_items")
+        if getattr(args, name) is not None
+    ]
+    if len(given) != 1:
+        raise invalid("current_input", "give exactly one of current_input, current_input_text, conversation_items")
+    if args.current_input is not None:
+        return [turns.as_dict(i) for i in args.current_input]
+    if args.current_input_text is not None:
+        return [turns.message("user", args.current_input_text)]
+    if args.current_input_start is None or args.current_input_count is None:
+        raise invalid("current_input_start", "conversation_items needs current_input_start and current_input_count")
+    items = args.conversation_items or []
+    if args.current_input_start + args.current_input_count > len(items):
+        raise invalid("current_input_count", f"runs past the {len(items)} conversation_items")
+    window = items[args.current_input_start : args.current_input_start + args.current_input_count]
+    return [turns.as_dict(i) for i in window]
+
+
+@handles("memory_before_turn")
+async def memory_before_turn(ctx: ToolContext, args: BeforeTurnArgs) -> dict[str, Any]:
+    settings = ctx.settings
+    for field in ("current_input", "conversation_items"):
+        turns.check_limits(field, getattr(args, field), settings)
+    if args.current_input_text is not None and len(args.current_input_text) > settings.memory_max_part_chars:
+        raise invalid("current_input_text", f"more than {settings.memory_max_part_chars} characters")
+    ctx = scoped(ctx, args.project)
+    status = "error"
+    try:
+        current = turns.without_recall(current_input(args))  # a replayed recall block is never nested
+        asked = "\n".join(turns.text_of(i) for i in current if i.get("role") in ("user", None)).strip()
+        facts: list[tuple[str, str]] = []
+        if asked and settings.memory_recall_facts_limit:
+            query = engine.Query(text=asked[:2000], limit=max(engine.CANDIDATES, settings.memory_recall_facts_limit))
+            async with engine.searching(ctx, query) as (uow, found):
+                fused = found.fused()[: settings.memory_recall_facts_limit]
+                facts = [(i, found.rows[i]["content"]) for i, _ in fused]
+                events = await sessions.recent_events(
+                    uow.conn, ctx.scope, args.session_id, settings.memory_recent_context_items
+                )
+        else:
+            async with ctx.uow(ctx.scope) as uow:
+                events = await sessions.recent_events(
+                    uow.conn, ctx.scope, args.session_id, settings.memory_recent_context_items
+                )
+        context = [
+            f"{e['role'] or e['item'].get('type', 'item')}: {turns.text_of(e['item'])[:CONTEXT_LINE_CHARS]}"
+            for e in events
+            if turns.text_of(e["item"]).strip()
+        ]
+        fixed = turns.tokens(current) + (count_tokens(args.base_instructions) if args.base_instructions else 0)
+        budget = int(args.max_input_tok * settings.memory_compact_threshold)
+        kept_facts, kept_context, dropped = turns.fit([text for _, text in facts], context, fixed, budget)
+        recall = turns.message("developer", turns.recall_block(kept_facts, kept_context, dropped))
+        items = [recall, *current]
+        recalled_ids = [fact_id for fact_id, text in facts if text in kept_facts]
+        ctx.access.record(ctx.scope, recalled_ids)
+        status = "ok"
+        return {
+            "input_items": items,
+            "recall_fact_ids": recalled_ids,
+            "context_token_count": turns.tokens(items),
+            "turn_id": args.turn_id or turns.default_turn_id(),
+        }
+    finally:
+        MEMORY_BEFORE_TURN.labels(status).inc()
+
+
+# --- memory_after_turn ------------------------------------------------------------------------------------------
+@handles("memory_after_turn")
+async def memory_after_turn(ctx: ToolContext, args: AfterTurnArgs) -> dict[str, Any]:
+    settings = ctx.settings
+    turns.check_limits("input_items", args.input_items, settings)
+    turns.check_limits("output_items", args.output_items, settings)
+    ctx = scoped(ctx, args.project)
+    started, status = time.perf_counter(), "error"
+    try:
+        async with ctx.uow(ctx.scope) as uow:  # the claim commits on its own, so a concurrent duplicate sees it
+            claim = await sessions.claim_turn(
+                uow.conn, ctx.scope, args.session_id, args.turn_id, settings.memory_turn_stale_seconds
+            )
+        if claim == "done":
+            status = "duplicate"
+            return {"ok": True}
+        if claim == "busy":
+            status = "busy"
+            MEMORY_IDEMPOTENCY_CONFLICTS.inc()
+            raise busy(f"turn_id: turn {args.turn_id!r} is being committed by another call; retry")
+        items = turns.without_recall([turns.as_dict(i) for i in args.input_items])
+        outputs = [turns.as_dict(i) for i in args.output_items]
+        candidates = await _facts(ctx, [*items, *outputs])
+        try:
+            async with ctx.uow(ctx.scope) as uow:
+                try:
+                    await sessions.lock_session(uow.conn, ctx.scope, args.session_id, settings.memory_lock_timeout_s)
+                except asyncpg.LockNotAvailableError:
+                    raise busy("session_id: the session is locked by another commit or maintenance; retry") from None
+                await _store_delta(uow, ctx, args, items, outputs)
+                await _store_facts(ctx, uow, candidates)
+                await sessions.touch_meta(uow.conn, ctx.scope, args.session_id, args.user_id)
+                await sessions.finish_turn(uow.conn, ctx.scope, args.session_id, args.turn_id)
+        except BaseException:
+            async with ctx.uow(ctx.scope) as uow:
+                await sessions.release_turn(uow.conn, ctx.scope, args.session_id, args.turn_id)
+            raise
+        status = "ok"
+        return {"ok": True}
+    finally:
+        MEMORY_AFTER_TURN.labels(status).inc()
+        MEMORY_AFTER_TURN_DURATION.observe((time.perf_counter() - started) * 1000)
+
+
+async def _store_delta(
+    uow: UnitOfWork, ctx: ToolContext, args: AfterTurnArgs, items: list[dict], outputs: list[dict]
+) -> None:
+    """Only what the session does not hold yet: a client sends its whole input back each turn, and those items
+    already are events of the turns before (compared by content, among the newest events)."""
+    window = ctx.settings.memory_recent_context_items * 2 + len(items) + len(outputs)
+    known = {e["item_hash"] for e in await sessions.recent_events(uow.conn, ctx.scope, args.session_id, window)}
+    events = []
+    for item in [*items, *outputs]:
+        digest = turns.item_hash(item)
+        if digest in known:
+            continue
+        known.add(digest)
+        masked = _masked(item)
+        events.append((item.get("role"), masked, digest, turns.tokens([masked])))
+    await sessions.add_events(uow.conn, ctx.scope, args.session_id, args.turn_id, events)
+
+
+def _masked(item: dict[str, Any]) -> dict[str, Any]:
+    """The item as stored: PII masked in its text (seed §8: secrets never reach memory)."""
+    content = item.get("content")
+    if isinstance(content, str):
+        return {**item, "content": redact_pii(content)}
+    if isinstance(content, list):
+        parts = [{**p, "text": redact_pii(p["text"])} if isinstance(p.get("text"), str) else p for p in content]
+        return {**item, "content": parts}
+    return item
+
+
+async def _facts(ctx: ToolContext, items: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    """The facts a turn states, from what the user and the model said: the OpenAI Responses API when seed §9.3's
+    heuristic is enabled and answers, the offline extractor otherwise."""
+    said = "\n".join(turns.text_of(i) for i in items if i.get("role") == "user").strip()
+    answered = "\n".join(turns.text_of(i) for i in items if i.get("role") == "assistant").strip()
+    if not said and not answered:
+        return []
+    heuristic = ctx.heuristic
+    if heuristic is not None and heuristic.model is not None:
+        transcript = f"user: {said}\nassistant: {answered}"[:100_000]
+        written = await heuristic.complete(distill.EXTRACT_SYSTEM, distill.extract_prompt(transcript, []))
+        parsed = distill.parse_extracted(written) if written else None
+        if parsed is not None:
+            return parsed
+    # offline: every statement the user makes, and the assistant's decisions, instructions and plain facts
+    return [*distill.candidates(said, "statements"), *distill.candidates(answered, "distill")]
+
+
+async def _store_facts(ctx: ToolContext, uow: UnitOfWork, candidates: list[tuple[str, str]]) -> None:
+    """New facts go to the daily tier (L1); a fact stated again moves up to the weekly tier (L2); one already weekly
+    is left as it is (not rewritten)."""
+    settings, now = ctx.settings, datetime.now(UTC)
+    for content, kind in candidates[:20]:
+        content = redact_pii(content)[: ctx.settings.memory_max_chars]
+        row = new_row(
+            ctx,
+            content,
+            topic=TOPIC,
+            keywords=extract_keywords(content),
+            type=kind if kind in ("fact", "decision", "instruction", "observation") else "fact",
+            importance=0.5,
+            source=TIERS["l1"],
+            ttl_tier="permanent",  # their end is their tier's expiry, not seed 000's TTL stages
+            expires_at=now + timedelta(days=settings.memory_l1_retention_days),
+        )
+        fact_id, created = await store_fragment(ctx, uow, row)
+        if created:
+            MEMORY_FACT_WRITES.labels("l1").inc()
+            continue
+        existing = await repo.get(uow.conn, fact_id)
+        if existing is not None and existing["source"] == TIERS["l1"]:
+            await uow.conn.execute(
+                "UPDATE agent_memory.fragments SET source = $2, expires_at = $3, updated_at = now() WHERE id = $1",
+                fact_id,
+                TIERS["l2"],
+                now + timedelta(days=settings.memory_l2_retention_days),
+            )
+            MEMORY_FACT_WRITES.labels("l2").inc()

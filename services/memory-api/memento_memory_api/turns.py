@@ -1,0 +1,106 @@
+"""Seed 004's turn payloads: Responses-style items, their text, the injected `Memory recall:` block, and the limits
+of seed §8. Pure functions: the lifecycle tools (tools/lifecycle.py) do the I/O."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import secrets
+import time
+from typing import Any
+
+from memento_shared.errors import invalid
+from memento_shared.settings import Settings
+from memento_shared.text.tokenizer import count_tokens
+from memento_shared.tools.lifecycle import ResponseItem
+
+RECALL_PREFIX = "Memory recall:"
+
+
+def default_turn_id() -> str:
+    return f"turn-{int(time.time() * 1000)}-{secrets.token_hex(3)}"
+
+
+def as_dict(item: ResponseItem) -> dict[str, Any]:
+    return item.model_dump(exclude_none=True)
+
+
+def text_of(item: dict[str, Any]) -> str:
+    """The text a message carries (its text parts, joined); '' for other items."""
+    content = item.get("content")
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(p["text"] for p in content if isinstance(p, dict) and isinstance(p.get("text"), str))
+    return ""
+
+
+def is_recall(item: dict[str, Any]) -> bool:
+    """A `Memory recall:` block memory_before_turn injected (a client replaying its input sends it back)."""
+    return item.get("role") == "developer" and text_of(item).lstrip().startswith(RECALL_PREFIX)
+
+
+def without_recall(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [item for item in items if not is_recall(item)]
+
+
+def item_hash(item: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(item, sort_keys=True, ensure_ascii=False).encode()).hexdigest()[:32]
+
+
+def tokens(items: list[dict[str, Any]]) -> int:
+    """cl100k tokens of the items' text (what the model reads of them)."""
+    return sum(count_tokens(text_of(item)) for item in items)
+
+
+def message(role: str, text: str) -> dict[str, Any]:
+    part = "output_text" if role == "assistant" else "input_text"
+    return {"type": "message", "role": role, "content": [{"type": part, "text": text}]}
+
+
+def check_limits(field: str, items: list[ResponseItem] | None, settings: Settings) -> None:
+    """Seed §8: at most MEMORY_MAX_ITEMS items per array and MEMORY_MAX_PART_CHARS characters per content part; each
+    refused naming the field (INVALID_ARGUMENT in this dialect)."""
+    if items is None:
+        return
+    if len(items) > settings.memory_max_items:
+        raise invalid(field, f"{len(items)} items, more than the {settings.memory_max_items} allowed")
+    limit = settings.memory_max_part_chars
+    for i, item in enumerate(items):
+        content = item.content
+        if isinstance(content, str) and len(content) > limit:
+            raise invalid(f"{field}.{i}.content", f"more than {limit} characters")
+        for j, part in enumerate(content if isinstance(content, list) else []):
+            if part.text is not None and len(part.text) > limit:
+                raise invalid(f"{field}.{i}.content.{j}.text", f"more than {limit} characters")
+
+
+def recall_block(facts: list[str], context: list[str], dropped: int) -> str:
+    lines = [RECALL_PREFIX]
+    if facts:
+        lines += ["Facts:", *(f"- {fact}" for fact in facts)]
+    if dropped:
+        lines.append(f"({dropped} earlier context items left out to fit the input window)")
+    if context:
+        lines += ["Recent context:", *context]
+    if len(lines) == 1:
+        lines.append("(nothing recalled)")
+    return "\n".join(lines)
+
+
+def fit(facts: list[str], context: list[str], fixed_tokens: int, budget: int) -> tuple[list[str], list[str], int]:
+    """What of the recall fits beside the input (`fixed_tokens`: the current input and the client's instructions)
+    within `budget` tokens: the oldest context lines go first, then the least relevant facts; the current input is
+    never cut. Returns the facts and context kept and how many context lines were dropped."""
+    facts, context = list(facts), list(context)
+    dropped = 0
+
+    def size() -> int:
+        return fixed_tokens + count_tokens(recall_block(facts, context, dropped))
+
+    while context and size() > budget:
+        context.pop(0)
+        dropped += 1
+    while facts and size() > budget:
+        facts.pop()
+    return facts, context, dropped
