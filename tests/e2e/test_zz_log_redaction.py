@@ -11,7 +11,13 @@ import time
 import pytest
 
 from tests.e2e.conftest import ACCESS_KEY
+from tests.e2e.test_simple_dialect import client_for
 from tests.e2e.test_walking_skeleton import mcp_client, payload
+
+
+def every_dialect(system):
+    return client_for(system, "all", "default")
+
 
 pytestmark = pytest.mark.e2e
 
@@ -41,6 +47,21 @@ async def test_no_log_line_carries_secrets_or_content(system):
             "remember", {"content": f"{marker} {password}", "topic": "t", "type": "fact", "importance": 2}
         )
         assert bad.is_error
+    async with every_dialect(system) as client:  # the other dialects' payloads (seed 004 §8 names its turn items)
+        await client.call_tool("store_memory", {"content": f"the {marker} vault password is {password}"})
+        await client.call_tool("memento_store", {"content": f"{marker} vault note {password}", "tags": [marker]})
+        said = {"type": "message", "role": "user", "content": [{"type": "input_text", "text": f"{marker} {password}"}]}
+        before = payload(await client.call_tool("memory_before_turn", {"session_id": "logs", "current_input": [said]}))
+        await client.call_tool(
+            "memory_after_turn",
+            {
+                "session_id": "logs",
+                "turn_id": before["turn_id"],
+                "input_items": before["input_items"],
+                "output_items": [],
+            },
+        )
+    async with mcp_client(system) as client:
         # let the workers do their part (embedding the amended text) so their log lines are in too
         deadline = time.monotonic() + 60
         while True:
