@@ -353,3 +353,16 @@ async def test_heuristic_fact_extraction_through_the_responses_api_and_its_fallb
     }
     assert facts == {"Billing moved to Postgres 18", "We decided to freeze deploys on Fridays."}
     assert server.requests[0].path == "/v1/responses" and server.requests[0].body["model"] == "m1"
+
+
+async def test_older_items_that_match_the_question_come_back_beyond_the_recent_window(servers, tenant):
+    async with memory_api_on(servers.settings(MEMORY_RECENT_CONTEXT_ITEMS="4", MEMORY_RECALL_FACTS_LIMIT="0")) as api:
+        await turn(api, tenant, "what port does the flamingo proxy listen on", "The flamingo proxy listens on 8443.")
+        for n in range(5):
+            await turn(api, tenant, f"unrelated question number {n}", f"unrelated answer {n}")
+        result = await ok(
+            api, "memory_before_turn", {"session_id": "s1", "current_input_text": "remind me: flamingo?"}, tenant
+        )
+    recall = text(result["input_items"][0])
+    assert "The flamingo proxy listens on 8443." in recall  # beyond the 4 recent items, found by its words
+    assert "unrelated answer 0" not in recall and "unrelated answer 4" in recall

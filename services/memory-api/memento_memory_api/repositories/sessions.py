@@ -193,3 +193,23 @@ async def layout(conn: asyncpg.Connection, scope: Scope, session_id: str) -> dic
         session_id,
     )
     return dict(row)
+
+
+async def earlier_events(
+    conn: asyncpg.Connection, scope: Scope, session_id: str, before_id: int, words: list[str], limit: int
+) -> list[asyncpg.Record]:
+    """Up to `limit` of the session's events older than `before_id` that hold any of `words`, best matches first
+    (seed §9.3 search_limit). A session's events are few enough to match without an index of their own."""
+    if not words or limit <= 0:
+        return []
+    return await conn.fetch(
+        f"SELECT {EVENT_COLUMNS} FROM (SELECT *, to_tsvector('simple', item::text) AS tsv"
+        " FROM agent_memory.session_events WHERE tenant_id = $1 AND workspace = $2 AND session_id = $3 AND id < $4) e"
+        " WHERE tsv @@ to_tsquery('simple', $5) ORDER BY ts_rank(tsv, to_tsquery('simple', $5)) DESC, id DESC LIMIT $6",
+        scope.tenant_id,
+        scope.workspace,
+        session_id,
+        before_id,
+        " | ".join(words),
+        limit,
+    )

@@ -13,6 +13,7 @@ import asyncpg
 from memento_memory_api import distill, turns
 from memento_memory_api.context import ToolContext
 from memento_memory_api.recall import engine
+from memento_memory_api.recall.lexical import terms
 from memento_memory_api.repositories import fragments as repo
 from memento_memory_api.repositories import sessions
 from memento_memory_api.tools.common import in_workspace
@@ -84,22 +85,16 @@ async def memory_before_turn(ctx: ToolContext, args: BeforeTurnArgs) -> dict[str
         facts: list[tuple[str, str]] = []
         if asked and settings.memory_recall_facts_limit:
             query = engine.Query(text=asked[:2000], limit=max(engine.CANDIDATES, settings.memory_recall_facts_limit))
-            async with engine.searching(ctx, query) as (uow, found):
+            async with engine.searching(ctx, query) as (uow, found):  # the session's items in the same transaction
                 fused = found.fused()[: settings.memory_recall_facts_limit]
                 facts = [(i, found.rows[i]["content"]) for i, _ in fused]
-                events = await sessions.recent_events(
-                    uow.conn, ctx.scope, args.session_id, settings.memory_recent_context_items
-                )
+                events, earlier = await _session_items(ctx, uow, args.session_id, asked)
         else:
             async with ctx.uow(ctx.scope) as uow:
-                events = await sessions.recent_events(
-                    uow.conn, ctx.scope, args.session_id, settings.memory_recent_context_items
-                )
-        context = [
-            f"{e['role'] or e['item'].get('type', 'item')}: {turns.text_of(e['item'])[:CONTEXT_LINE_CHARS]}"
-            for e in events
-            if turns.text_of(e["item"]).strip()
-        ]
+                events, earlier = await _session_items(ctx, uow, args.session_id, asked)
+        # older items that match the question first (seed §9.3 search_limit), then the recent ones, oldest first
+        context = [_line(e) for e in sorted(earlier, key=lambda e: e["id"]) if turns.text_of(e["item"]).strip()]
+        context += [_line(e) for e in events if turns.text_of(e["item"]).strip()]
         fixed = turns.tokens(current) + (count_tokens(args.base_instructions) if args.base_instructions else 0)
         budget = int(args.max_input_tok * settings.memory_compact_threshold)
         kept_facts, kept_context, dropped = turns.fit([text for _, text in facts], context, fixed, budget)
@@ -116,6 +111,22 @@ async def memory_before_turn(ctx: ToolContext, args: BeforeTurnArgs) -> dict[str
         }
     finally:
         MEMORY_BEFORE_TURN.labels(status).inc()
+
+
+async def _session_items(ctx: ToolContext, uow: UnitOfWork, session_id: str, asked: str) -> tuple[list, list]:
+    """The session's newest items, and up to MEMORY_SEARCH_LIMIT older ones that match the question."""
+    settings = ctx.settings
+    events = await sessions.recent_events(uow.conn, ctx.scope, session_id, settings.memory_recent_context_items)
+    oldest = events[0]["id"] if events else 2**62
+    earlier = await sessions.earlier_events(
+        uow.conn, ctx.scope, session_id, oldest, terms(asked), settings.memory_search_limit
+    )
+    return events, earlier
+
+
+def _line(event: Any) -> str:
+    role = event["role"] or event["item"].get("type", "item")
+    return f"{role}: {turns.text_of(event['item'])[:CONTEXT_LINE_CHARS]}"
 
 
 # --- memory_after_turn ------------------------------------------------------------------------------------------
