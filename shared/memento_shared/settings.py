@@ -177,6 +177,9 @@ class Settings(BaseSettings):
     # a turn's `processing` guard older than this is taken over by a retry (its first commit died)
     memory_turn_stale_seconds: float = Field(60.0, alias="MEMORY_TURN_STALE_SECONDS", gt=0)
     memory_lock_timeout_s: float = Field(5.0, alias="MEMORY_LOCK_TIMEOUT_SECONDS", gt=0, le=60)
+    # the consolidator maintains sessions idle this long that nobody maintained since their last turn (empty: never)
+    memory_idle_maintenance_cron: str = Field("40 * * * *", alias="MEMORY_IDLE_MAINTENANCE_CRON")
+    memory_idle_minutes: float = Field(60.0, alias="MEMORY_IDLE_MINUTES", gt=0)
     # evaluator: Gemini when GEMINI_API_KEY is set, the offline scorer otherwise
     gemini_model: str = Field("gemini-2.5-flash", alias="GEMINI_MODEL")
     gemini_base_url: str = Field("", alias="GEMINI_BASE_URL")

@@ -10,8 +10,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from memento_memory_api.repositories import sessions
 from memento_memory_api.uow import Scope
+from memento_shared import sessions as shared_sessions
 from memento_shared.db.rls import set_principal
 from memento_shared.text.tokenizer import count_tokens
 from tests.fixtures.apps import memory_api_on
@@ -205,7 +205,7 @@ async def test_maintenance_compacts_old_events_expires_facts_and_survives_an_int
     events = await count(owner_pool, "session_events", tenant)
     # a run that died after its first day: that day is archived and its events gone, the rest untouched
     async with memory_api.app.state.uow(Scope(tenant, "default", "default")) as uow:
-        first_day = await sessions.compact_day(uow.conn, uow.scope, "s1", datetime.now(UTC))
+        first_day = await shared_sessions.compact_day(uow.conn, uow.scope, "s1", datetime.now(UTC))
     result = await ok(memory_api, "memory_run_maintenance", {"session_id": "s1"}, tenant)
     assert result["ok"] is True and result["expired_facts"] == 1
     assert first_day + result["compacted_events"] == events

@@ -1,9 +1,10 @@
-"""SQL for seed 004's sessions: the turn guard (§7.2), the session lock (§7.3), events, their archives and the
-session's summary. Every query runs under the caller's RLS principal and names the tenant and workspace."""
+"""SQL for seed 004's sessions that only memory-api runs: the turn guard (§7.2), storing a turn's events and
+bookkeeping, searching earlier events, the layout listing. The lock, reading events and maintenance are shared with
+the consolidator (memento_shared.sessions). Every query runs under the caller's RLS principal and names the tenant
+and workspace."""
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any
 
 import asyncpg
@@ -59,33 +60,6 @@ async def release_turn(conn: asyncpg.Connection, scope: Scope, session_id: str, 
     )
 
 
-async def lock_session(conn: asyncpg.Connection, scope: Scope, session_id: str, timeout_s: float) -> None:
-    """The session's advisory lock for the rest of the transaction (§7.3), waiting at most `timeout_s`; a timeout
-    raises asyncpg.LockNotAvailableError. The key hashes tenant, workspace and session: 64 bits, so two sessions
-    sharing a key (and so serialising) is as rare as a hash collision."""
-    await conn.execute(f"SET LOCAL lock_timeout = '{int(timeout_s * 1000)}ms'")
-    await conn.execute(
-        "SELECT pg_advisory_xact_lock(hashtextextended($1 || chr(31) || $2 || chr(31) || $3, 4))",
-        scope.tenant_id,
-        scope.workspace,
-        session_id,
-    )
-    await conn.execute("SET LOCAL lock_timeout = 0")
-
-
-async def recent_events(conn: asyncpg.Connection, scope: Scope, session_id: str, limit: int) -> list[asyncpg.Record]:
-    """The session's newest `limit` events, oldest first."""
-    rows = await conn.fetch(
-        f"SELECT {EVENT_COLUMNS} FROM agent_memory.session_events WHERE tenant_id = $1 AND workspace = $2"
-        " AND session_id = $3 ORDER BY id DESC LIMIT $4",
-        scope.tenant_id,
-        scope.workspace,
-        session_id,
-        limit,
-    )
-    return rows[::-1]
-
-
 async def add_events(conn: asyncpg.Connection, scope: Scope, session_id: str, turn_id: str, events: list) -> None:
     """events: (role, item, item_hash, tokens) in order."""
     await conn.executemany(
@@ -106,76 +80,6 @@ async def touch_meta(conn: asyncpg.Connection, scope: Scope, session_id: str, us
         session_id,
         user_id,
     )
-
-
-async def meta(conn: asyncpg.Connection, scope: Scope, session_id: str) -> asyncpg.Record | None:
-    return await conn.fetchrow(
-        "SELECT * FROM agent_memory.session_meta WHERE tenant_id = $1 AND workspace = $2 AND session_id = $3",
-        scope.tenant_id,
-        scope.workspace,
-        session_id,
-    )
-
-
-async def compact_day(conn: asyncpg.Connection, scope: Scope, session_id: str, before: datetime) -> int:
-    """Move the oldest UTC day of events created before `before` into that day's archive (appended, in order) and
-    delete them, in the caller's transaction: a run cut short leaves whole days either archived or not."""
-    moved = await conn.fetchval(
-        "WITH day AS (SELECT (created_at AT TIME ZONE 'UTC')::date AS d FROM agent_memory.session_events"
-        "   WHERE tenant_id = $1 AND workspace = $2 AND session_id = $3 AND created_at < $4 ORDER BY id LIMIT 1),"
-        " gone AS (DELETE FROM agent_memory.session_events e WHERE tenant_id = $1 AND workspace = $2"
-        "   AND session_id = $3 AND created_at < $4 AND (created_at AT TIME ZONE 'UTC')::date = (SELECT d FROM day)"
-        "   RETURNING id, item),"
-        " archived AS (INSERT INTO agent_memory.session_archives (tenant_id, workspace, session_id, day, items, events)"
-        "   SELECT $1, $2, $3, (SELECT d FROM day), coalesce(jsonb_agg(item ORDER BY id), '[]'), count(*) FROM gone"
-        "   HAVING count(*) > 0"
-        "   ON CONFLICT (tenant_id, workspace, session_id, day) DO UPDATE SET"
-        "   items = agent_memory.session_archives.items || EXCLUDED.items,"
-        "   events = agent_memory.session_archives.events + EXCLUDED.events, updated_at = now() RETURNING 1)"
-        " SELECT (SELECT count(*) FROM gone) + 0 * (SELECT count(*) FROM archived)",
-        scope.tenant_id,
-        scope.workspace,
-        session_id,
-        before,
-    )
-    return int(moved)
-
-
-async def set_summary(conn: asyncpg.Connection, scope: Scope, session_id: str, abstract: str, overview: str) -> None:
-    await conn.execute(
-        "INSERT INTO agent_memory.session_meta (tenant_id, workspace, session_id, abstract, overview,"
-        " summary_refreshed_at) VALUES ($1, $2, $3, $4, $5, now()) ON CONFLICT (tenant_id, workspace, session_id)"
-        " DO UPDATE SET abstract = $4, overview = $5, summary_refreshed_at = now(), updated_at = now()",
-        scope.tenant_id,
-        scope.workspace,
-        session_id,
-        abstract,
-        overview,
-    )
-
-
-async def maintained(conn: asyncpg.Connection, scope: Scope, session_id: str) -> None:
-    await conn.execute(
-        "UPDATE agent_memory.session_meta SET maintained_at = now() WHERE tenant_id = $1 AND workspace = $2"
-        " AND session_id = $3",
-        scope.tenant_id,
-        scope.workspace,
-        session_id,
-    )
-
-
-async def prune_guards(conn: asyncpg.Connection, scope: Scope, session_id: str, keep: int) -> int:
-    """Keep the newest `keep` finished turn guards of the session (seed §9.3 max_processed_turns)."""
-    status = await conn.execute(
-        "DELETE FROM agent_memory.turn_guards WHERE tenant_id = $1 AND workspace = $2 AND session_id = $3"
-        " AND status = 'done' AND turn_id NOT IN (SELECT turn_id FROM agent_memory.turn_guards WHERE tenant_id = $1"
-        " AND workspace = $2 AND session_id = $3 AND status = 'done' ORDER BY updated_at DESC LIMIT $4)",
-        scope.tenant_id,
-        scope.workspace,
-        session_id,
-        keep,
-    )
-    return int(status.split()[-1])
 
 
 async def layout(conn: asyncpg.Connection, scope: Scope, session_id: str) -> dict[str, Any]:

@@ -53,19 +53,24 @@ async def forget(ctx: ToolContext, args: ForgetArgs) -> dict[str, Any]:
 
 
 def unindex_after_commit(uow: UnitOfWork, ctx: ToolContext, rows: list[Any]) -> None:
-    async def unindex() -> None:
-        for row in rows:
-            await l1.unindex(
-                ctx.l1_for_write(),
-                ctx.scope.tenant_id,
-                ctx.scope.workspace,
-                row["agent_id"],
-                row["id"],
-                list(row["keywords"]),
-                on_failure=ctx.l1_write_failed,
-            )
+    async def after() -> None:
+        await unindex(ctx, rows)
 
-    uow.after_commit.append(unindex)
+    uow.after_commit.append(after)
+
+
+async def unindex(ctx: ToolContext, rows: list[Any]) -> None:
+    """Deleted rows (id, agent_id, keywords) leave their L1 keyword sets (after their transaction committed)."""
+    for row in rows:
+        await l1.unindex(
+            ctx.l1_for_write(),
+            ctx.scope.tenant_id,
+            ctx.scope.workspace,
+            row["agent_id"],
+            row["id"],
+            list(row["keywords"]),
+            on_failure=ctx.l1_write_failed,
+        )
 
 
 @handles("link")

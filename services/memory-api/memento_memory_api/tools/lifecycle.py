@@ -20,6 +20,7 @@ from memento_memory_api.tools.common import in_workspace
 from memento_memory_api.tools.fragments import new_row, store_fragment
 from memento_memory_api.tools.registry import handles
 from memento_memory_api.uow import UnitOfWork
+from memento_shared import sessions as shared_sessions
 from memento_shared.errors import ErrorCode, MementoError, invalid
 from memento_shared.telemetry.metrics import (
     MEMORY_AFTER_TURN,
@@ -34,7 +35,7 @@ from memento_shared.text.tokenizer import count_tokens
 from memento_shared.tools.lifecycle import AfterTurnArgs, BeforeTurnArgs
 
 TOPIC = "lifecycle"
-TIERS = {"l1": "lifecycle:l1", "l2": "lifecycle:l2"}  # daily and weekly facts, in the row's `source`
+TIERS = dict(zip(("l1", "l2"), shared_sessions.FACT_TIERS, strict=True))  # daily and weekly facts, in `source`
 CONTEXT_LINE_CHARS = 2000  # a recent item's text in the recall block, at most
 
 
@@ -116,7 +117,7 @@ async def memory_before_turn(ctx: ToolContext, args: BeforeTurnArgs) -> dict[str
 async def _session_items(ctx: ToolContext, uow: UnitOfWork, session_id: str, asked: str) -> tuple[list, list]:
     """The session's newest items, and up to MEMORY_SEARCH_LIMIT older ones that match the question."""
     settings = ctx.settings
-    events = await sessions.recent_events(uow.conn, ctx.scope, session_id, settings.memory_recent_context_items)
+    events = await shared_sessions.recent_events(uow.conn, ctx.scope, session_id, settings.memory_recent_context_items)
     oldest = events[0]["id"] if events else 2**62
     earlier = await sessions.earlier_events(
         uow.conn, ctx.scope, session_id, oldest, terms(asked), settings.memory_search_limit
@@ -155,7 +156,9 @@ async def memory_after_turn(ctx: ToolContext, args: AfterTurnArgs) -> dict[str, 
         try:
             async with ctx.uow(ctx.scope) as uow:
                 try:
-                    await sessions.lock_session(uow.conn, ctx.scope, args.session_id, settings.memory_lock_timeout_s)
+                    await shared_sessions.lock_session(
+                        uow.conn, ctx.scope, args.session_id, settings.memory_lock_timeout_s
+                    )
                 except asyncpg.LockNotAvailableError:
                     raise busy("session_id: the session is locked by another commit or maintenance; retry") from None
                 await _store_delta(uow, ctx, args, items, outputs)
@@ -179,7 +182,7 @@ async def _store_delta(
     """Only what the session does not hold yet: a client sends its whole input back each turn, and those items
     already are events of the turns before (compared by content, among the newest events)."""
     window = ctx.settings.memory_recent_context_items * 2 + len(items) + len(outputs)
-    known = {e["item_hash"] for e in await sessions.recent_events(uow.conn, ctx.scope, args.session_id, window)}
+    known = {e["item_hash"] for e in await shared_sessions.recent_events(uow.conn, ctx.scope, args.session_id, window)}
     events = []
     for item in [*items, *outputs]:
         digest = turns.item_hash(item)
