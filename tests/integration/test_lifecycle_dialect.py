@@ -147,6 +147,10 @@ async def test_concurrent_commits_of_one_turn_and_of_different_turns(memory_api,
         if "error" in a:
             assert a["error"]["retryable"] is True
     assert await count(owner_pool, "session_events", tenant) == 2
+    turns_counted = await owner_pool.fetchval(
+        "SELECT turns FROM agent_memory.session_meta WHERE tenant_id = $1 AND session_id = 's1'", tenant
+    )
+    assert turns_counted == 1  # committed once, however the two calls interleaved
 
     many = [
         {
@@ -170,16 +174,17 @@ async def test_concurrent_commits_of_one_turn_and_of_different_turns(memory_api,
 async def test_a_stale_processing_claim_is_taken_over(servers, tenant, owner_pool):
     async with memory_api_on(servers.settings(MEMORY_TURN_STALE_SECONDS="1")) as api:
         await owner_pool.execute(
-            "INSERT INTO agent_memory.turn_guards (tenant_id, workspace, session_id, turn_id, status, updated_at)"
-            " VALUES ($1, 'default', 's1', 't-dead', 'processing', now() - interval '5 seconds')",
+            "INSERT INTO agent_memory.turn_guards (tenant_id, workspace, session_id, turn_id, status, claim,"
+            " updated_at) VALUES ($1, 'default', 's1', 't-dead', 'processing', 'a-call-that-died',"
+            " now() - interval '5 seconds')",
             tenant,
         )
         args = {"session_id": "s1", "turn_id": "t-dead", "input_items": [user("x y z w")], "output_items": []}
         assert await ok(api, "memory_after_turn", args, tenant) == {"ok": True}
         fresh = {**args, "turn_id": "t-live"}
         await owner_pool.execute(
-            "INSERT INTO agent_memory.turn_guards (tenant_id, workspace, session_id, turn_id, status)"
-            " VALUES ($1, 'default', 's1', 't-live', 'processing')",
+            "INSERT INTO agent_memory.turn_guards (tenant_id, workspace, session_id, turn_id, status, claim)"
+            " VALUES ($1, 'default', 's1', 't-live', 'processing', 'a-call-in-progress')",
             tenant,
         )
         refused = await error(api, "memory_after_turn", fresh, tenant)
@@ -366,3 +371,36 @@ async def test_older_items_that_match_the_question_come_back_beyond_the_recent_w
     recall = text(result["input_items"][0])
     assert "The flamingo proxy listens on 8443." in recall  # beyond the 4 recent items, found by its words
     assert "unrelated answer 0" not in recall and "unrelated answer 4" in recall
+
+
+async def test_history_sent_back_is_stored_once_but_a_repeated_answer_is_a_new_event(memory_api, tenant, owner_pool):
+    await turn(memory_api, tenant, "Shall we deploy?", "Yes, after the tests.")
+    first_events = await count(owner_pool, "session_events", tenant)
+    history = [user("Shall we deploy?"), assistant("Yes, after the tests."), user("Shall we deploy?")]
+    await ok(
+        memory_api,
+        "memory_after_turn",
+        {"session_id": "s1", "turn_id": "t-2", "input_items": history, "output_items": [assistant("Yes.")]},
+        tenant,
+    )
+    # the two items it held were left out; the question asked again and the answer are this turn's
+    assert await count(owner_pool, "session_events", tenant) == first_events + 2
+
+
+async def test_every_text_of_an_item_is_masked_and_bounded(memory_api, tenant, owner_pool):
+    call = {
+        "type": "function_call",
+        "name": "send_mail",
+        "call_id": "c1",
+        "arguments": '{"to": "jane.doe@example.com"}',
+    }
+    args = {"session_id": "s1", "turn_id": "t-1", "input_items": [user("mail jane")], "output_items": [call]}
+    await ok(memory_api, "memory_after_turn", args, tenant)
+    stored = await owner_pool.fetchval(
+        "SELECT item::text FROM agent_memory.session_events WHERE tenant_id = $1 AND item->>'type' = 'function_call'",
+        tenant,
+    )
+    assert "jane.doe@example.com" not in stored
+    big = {**call, "arguments": "x" * 100_001}
+    refused = await error(memory_api, "memory_after_turn", {**args, "turn_id": "t-2", "output_items": [big]}, tenant)
+    assert (refused["code"], refused["field"]) == ("INVALID_ARGUMENT", "output_items.0.arguments")

@@ -59,20 +59,27 @@ def message(role: str, text: str) -> dict[str, Any]:
 
 
 def check_limits(field: str, items: list[ResponseItem] | None, settings: Settings) -> None:
-    """Seed §8: at most MEMORY_MAX_ITEMS items per array and MEMORY_MAX_PART_CHARS characters per content part; each
-    refused naming the field (INVALID_ARGUMENT in this dialect)."""
+    """Seed §8: at most MEMORY_MAX_ITEMS items per array and MEMORY_MAX_PART_CHARS characters in any text of an item
+    (a content part, a tool call's arguments or output, any other field); each refused naming the field
+    (INVALID_ARGUMENT in this dialect)."""
     if items is None:
         return
     if len(items) > settings.memory_max_items:
         raise invalid(field, f"{len(items)} items, more than the {settings.memory_max_items} allowed")
-    limit = settings.memory_max_part_chars
     for i, item in enumerate(items):
-        content = item.content
-        if isinstance(content, str) and len(content) > limit:
-            raise invalid(f"{field}.{i}.content", f"more than {limit} characters")
-        for j, part in enumerate(content if isinstance(content, list) else []):
-            if part.text is not None and len(part.text) > limit:
-                raise invalid(f"{field}.{i}.content.{j}.text", f"more than {limit} characters")
+        _check_texts(f"{field}.{i}", item.model_dump(exclude_none=True), settings.memory_max_part_chars)
+
+
+def _check_texts(path: str, value: Any, limit: int) -> None:
+    if isinstance(value, str):
+        if len(value) > limit:
+            raise invalid(path, f"more than {limit} characters")
+    elif isinstance(value, dict):
+        for key, inner in value.items():
+            _check_texts(f"{path}.{key}", inner, limit)
+    elif isinstance(value, list):
+        for index, inner in enumerate(value):
+            _check_texts(f"{path}.{index}", inner, limit)
 
 
 def recall_block(facts: list[str], context: list[str], dropped: int) -> str:

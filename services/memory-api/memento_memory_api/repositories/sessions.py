@@ -12,51 +12,97 @@ import asyncpg
 from memento_memory_api.uow import Scope
 
 EVENT_COLUMNS = "id, turn_id, role, item, item_hash, tokens, created_at"
+# an event's text (its content string, or its content parts' texts), not its JSON: keys such as "role" or "text"
+# must not match every question
+_ITEM_TEXT = (
+    "CASE jsonb_typeof(item->'content') WHEN 'string' THEN item->>'content'"
+    " WHEN 'array' THEN (SELECT string_agg(p->>'text', ' ') FROM jsonb_array_elements(item->'content') p)"
+    " ELSE '' END"
+)
 
 
-async def claim_turn(conn: asyncpg.Connection, scope: Scope, session_id: str, turn_id: str, stale_s: float) -> str:
-    """Claim a turn for committing: 'claimed' (new, or a `processing` claim older than `stale_s` taken over), 'done'
-    (committed before: nothing to do) or 'busy' (another commit of it is in progress). One statement, so two
-    concurrent claims of one turn cannot both win."""
-    return await conn.fetchval(
-        "WITH claimed AS ("
-        " INSERT INTO agent_memory.turn_guards (tenant_id, workspace, session_id, turn_id, status)"
-        " VALUES ($1, $2, $3, $4, 'processing')"
-        " ON CONFLICT (tenant_id, workspace, session_id, turn_id) DO UPDATE SET updated_at = now()"
-        "   WHERE agent_memory.turn_guards.status = 'processing'"
-        "     AND agent_memory.turn_guards.updated_at < now() - make_interval(secs => $5)"
-        " RETURNING 1)"
-        " SELECT CASE WHEN EXISTS (SELECT 1 FROM claimed) THEN 'claimed'"
-        "   ELSE (SELECT CASE status WHEN 'done' THEN 'done' ELSE 'busy' END FROM agent_memory.turn_guards"
-        "         WHERE tenant_id = $1 AND workspace = $2 AND session_id = $3 AND turn_id = $4) END",
+async def claim_turn(
+    conn: asyncpg.Connection, scope: Scope, session_id: str, turn_id: str, claim: str, stale_s: float
+) -> str:
+    """Claim a turn for committing, as `claim`: 'claimed' (new, or a `processing` claim older than `stale_s` taken
+    over), 'done' (committed before: nothing to do) or 'busy' (another call's commit of it is in progress). The
+    insert waits for a concurrent claim of the same turn to commit; the read after it then sees that claim."""
+    inserted = await conn.fetchval(
+        "INSERT INTO agent_memory.turn_guards (tenant_id, workspace, session_id, turn_id, status, claim)"
+        " VALUES ($1, $2, $3, $4, 'processing', $5) ON CONFLICT DO NOTHING RETURNING true",
+        scope.tenant_id,
+        scope.workspace,
+        session_id,
+        turn_id,
+        claim,
+    )
+    if inserted:
+        return "claimed"
+    row = await conn.fetchrow(
+        "SELECT status, updated_at < now() - make_interval(secs => $5) AS stale FROM agent_memory.turn_guards"
+        " WHERE tenant_id = $1 AND workspace = $2 AND session_id = $3 AND turn_id = $4 FOR UPDATE",
         scope.tenant_id,
         scope.workspace,
         session_id,
         turn_id,
         stale_s,
     )
-
-
-async def finish_turn(conn: asyncpg.Connection, scope: Scope, session_id: str, turn_id: str) -> None:
+    if row is None:  # released between the two statements: claim it now
+        return await claim_turn(conn, scope, session_id, turn_id, claim, stale_s)
+    if row["status"] == "done":
+        return "done"
+    if not row["stale"]:
+        return "busy"
     await conn.execute(
-        "UPDATE agent_memory.turn_guards SET status = 'done', updated_at = now()"
-        " WHERE tenant_id = $1 AND workspace = $2 AND session_id = $3 AND turn_id = $4",
+        "UPDATE agent_memory.turn_guards SET claim = $5, updated_at = now() WHERE tenant_id = $1 AND workspace = $2"
+        " AND session_id = $3 AND turn_id = $4",
         scope.tenant_id,
         scope.workspace,
         session_id,
         turn_id,
+        claim,
+    )
+    return "claimed"
+
+
+async def holds_turn(conn: asyncpg.Connection, scope: Scope, session_id: str, turn_id: str, claim: str) -> bool:
+    """Whether `claim` still holds the turn (`processing`, not taken over), locking the guard row for the rest of the
+    transaction: checked under the session lock, right before the turn is written."""
+    return bool(
+        await conn.fetchval(
+            "SELECT status = 'processing' AND claim = $5 FROM agent_memory.turn_guards WHERE tenant_id = $1"
+            " AND workspace = $2 AND session_id = $3 AND turn_id = $4 FOR UPDATE",
+            scope.tenant_id,
+            scope.workspace,
+            session_id,
+            turn_id,
+            claim,
+        )
     )
 
 
-async def release_turn(conn: asyncpg.Connection, scope: Scope, session_id: str, turn_id: str) -> None:
-    """A commit that failed gives its claim back, so a retry need not wait for it to go stale."""
+async def finish_turn(conn: asyncpg.Connection, scope: Scope, session_id: str, turn_id: str, claim: str) -> None:
     await conn.execute(
-        "DELETE FROM agent_memory.turn_guards WHERE tenant_id = $1 AND workspace = $2 AND session_id = $3"
-        " AND turn_id = $4 AND status = 'processing'",
+        "UPDATE agent_memory.turn_guards SET status = 'done', updated_at = now()"
+        " WHERE tenant_id = $1 AND workspace = $2 AND session_id = $3 AND turn_id = $4 AND claim = $5",
         scope.tenant_id,
         scope.workspace,
         session_id,
         turn_id,
+        claim,
+    )
+
+
+async def release_turn(conn: asyncpg.Connection, scope: Scope, session_id: str, turn_id: str, claim: str) -> None:
+    """A commit that failed gives its claim back (only its own), so a retry need not wait for it to go stale."""
+    await conn.execute(
+        "DELETE FROM agent_memory.turn_guards WHERE tenant_id = $1 AND workspace = $2 AND session_id = $3"
+        " AND turn_id = $4 AND status = 'processing' AND claim = $5",
+        scope.tenant_id,
+        scope.workspace,
+        session_id,
+        turn_id,
+        claim,
     )
 
 
@@ -107,7 +153,7 @@ async def earlier_events(
     if not words or limit <= 0:
         return []
     return await conn.fetch(
-        f"SELECT {EVENT_COLUMNS} FROM (SELECT *, to_tsvector('simple', item::text) AS tsv"
+        f"SELECT {EVENT_COLUMNS} FROM (SELECT *, to_tsvector('simple', {_ITEM_TEXT}) AS tsv"
         " FROM agent_memory.session_events WHERE tenant_id = $1 AND workspace = $2 AND session_id = $3 AND id < $4) e"
         " WHERE tsv @@ to_tsquery('simple', $5) ORDER BY ts_rank(tsv, to_tsquery('simple', $5)) DESC, id DESC LIMIT $6",
         scope.tenant_id,

@@ -4,6 +4,7 @@ is its own tables (repositories/sessions.py). Errors answer in seed 004's codes 
 
 from __future__ import annotations
 
+import secrets
 import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -138,36 +139,24 @@ async def memory_after_turn(ctx: ToolContext, args: AfterTurnArgs) -> dict[str, 
     turns.check_limits("output_items", args.output_items, settings)
     ctx = scoped(ctx, args.project)
     started, status = time.perf_counter(), "error"
+    claim = secrets.token_hex(8)
     try:
         async with ctx.uow(ctx.scope) as uow:  # the claim commits on its own, so a concurrent duplicate sees it
-            claim = await sessions.claim_turn(
-                uow.conn, ctx.scope, args.session_id, args.turn_id, settings.memory_turn_stale_seconds
+            claimed = await sessions.claim_turn(
+                uow.conn, ctx.scope, args.session_id, args.turn_id, claim, settings.memory_turn_stale_seconds
             )
-        if claim == "done":
+        if claimed == "done":
             status = "duplicate"
             return {"ok": True}
-        if claim == "busy":
+        if claimed != "claimed":
             status = "busy"
             MEMORY_IDEMPOTENCY_CONFLICTS.inc()
             raise busy(f"turn_id: turn {args.turn_id!r} is being committed by another call; retry")
-        items = turns.without_recall([turns.as_dict(i) for i in args.input_items])
-        outputs = [turns.as_dict(i) for i in args.output_items]
-        candidates = await _facts(ctx, [*items, *outputs])
         try:
-            async with ctx.uow(ctx.scope) as uow:
-                try:
-                    await shared_sessions.lock_session(
-                        uow.conn, ctx.scope, args.session_id, settings.memory_lock_timeout_s
-                    )
-                except asyncpg.LockNotAvailableError:
-                    raise busy("session_id: the session is locked by another commit or maintenance; retry") from None
-                await _store_delta(uow, ctx, args, items, outputs)
-                await _store_facts(ctx, uow, candidates)
-                await sessions.touch_meta(uow.conn, ctx.scope, args.session_id, args.user_id)
-                await sessions.finish_turn(uow.conn, ctx.scope, args.session_id, args.turn_id)
+            await _commit(ctx, args, claim)
         except BaseException:
-            async with ctx.uow(ctx.scope) as uow:
-                await sessions.release_turn(uow.conn, ctx.scope, args.session_id, args.turn_id)
+            async with ctx.uow(ctx.scope) as uow:  # give the claim back (only ours), so a retry can go at once
+                await sessions.release_turn(uow.conn, ctx.scope, args.session_id, args.turn_id, claim)
             raise
         status = "ok"
         return {"ok": True}
@@ -176,33 +165,63 @@ async def memory_after_turn(ctx: ToolContext, args: AfterTurnArgs) -> dict[str, 
         MEMORY_AFTER_TURN_DURATION.observe((time.perf_counter() - started) * 1000)
 
 
-async def _store_delta(
-    uow: UnitOfWork, ctx: ToolContext, args: AfterTurnArgs, items: list[dict], outputs: list[dict]
-) -> None:
-    """Only what the session does not hold yet: a client sends its whole input back each turn, and those items
-    already are events of the turns before (compared by content, among the newest events)."""
-    window = ctx.settings.memory_recent_context_items * 2 + len(items) + len(outputs)
-    known = {e["item_hash"] for e in await shared_sessions.recent_events(uow.conn, ctx.scope, args.session_id, window)}
+async def _commit(ctx: ToolContext, args: AfterTurnArgs, claim: str) -> None:
+    """The turn's writes, once: its new items as events and the facts they state, under the session's lock, and only
+    while this call still holds the turn (a claim taken over as stale writes nothing)."""
+    settings = ctx.settings
+    items = turns.without_recall([turns.as_dict(i) for i in args.input_items])
+    outputs = [turns.as_dict(i) for i in args.output_items]
+    async with ctx.uow(ctx.scope) as uow:  # what is new, to find its facts before the lock (a model may be asked)
+        known = await _known_hashes(uow, ctx, args.session_id, len(items) + len(outputs))
+    candidates = await _facts(ctx, _delta(items, known) + outputs)
+    async with ctx.uow(ctx.scope) as uow:
+        try:
+            await shared_sessions.lock_session(uow.conn, ctx.scope, args.session_id, settings.memory_lock_timeout_s)
+        except asyncpg.LockNotAvailableError:
+            raise busy("session_id: the session is locked by another commit or maintenance; retry") from None
+        if not await sessions.holds_turn(uow.conn, ctx.scope, args.session_id, args.turn_id, claim):
+            raise busy(f"turn_id: turn {args.turn_id!r} was taken over by another call; retry")
+        known = await _known_hashes(uow, ctx, args.session_id, len(items) + len(outputs))
+        await _store_events(uow, ctx, args, _delta(items, known) + outputs)
+        await _store_facts(ctx, uow, candidates)
+        await sessions.touch_meta(uow.conn, ctx.scope, args.session_id, args.user_id)
+        await sessions.finish_turn(uow.conn, ctx.scope, args.session_id, args.turn_id, claim)
+
+
+async def _known_hashes(uow: UnitOfWork, ctx: ToolContext, session_id: str, extra: int) -> set[str]:
+    window = ctx.settings.memory_recent_context_items * 2 + extra
+    return {e["item_hash"] for e in await shared_sessions.recent_events(uow.conn, ctx.scope, session_id, window)}
+
+
+def _delta(items: list[dict[str, Any]], known: set[str]) -> list[dict[str, Any]]:
+    """The input items this turn adds. A client may send back what the session already holds (its history) ahead of
+    the new input, so the leading run of items the session holds is left out, but never the last item, which is the
+    turn's own input even when it repeats an earlier one (a user may well say "yes" twice); from the first new item
+    on, everything is kept."""
+    for index, item in enumerate(items):
+        if index == len(items) - 1 or turns.item_hash(item) not in known:
+            return items[index:]
+    return []
+
+
+async def _store_events(uow: UnitOfWork, ctx: ToolContext, args: AfterTurnArgs, items: list[dict]) -> None:
     events = []
-    for item in [*items, *outputs]:
-        digest = turns.item_hash(item)
-        if digest in known:
-            continue
-        known.add(digest)
+    for item in items:
         masked = _masked(item)
-        events.append((item.get("role"), masked, digest, turns.tokens([masked])))
+        events.append((item.get("role"), masked, turns.item_hash(item), turns.tokens([masked])))
     await sessions.add_events(uow.conn, ctx.scope, args.session_id, args.turn_id, events)
 
 
-def _masked(item: dict[str, Any]) -> dict[str, Any]:
-    """The item as stored: PII masked in its text (seed §8: secrets never reach memory)."""
-    content = item.get("content")
-    if isinstance(content, str):
-        return {**item, "content": redact_pii(content)}
-    if isinstance(content, list):
-        parts = [{**p, "text": redact_pii(p["text"])} if isinstance(p.get("text"), str) else p for p in content]
-        return {**item, "content": parts}
-    return item
+def _masked(value: Any) -> Any:
+    """The item as stored: PII masked in every text it carries, tool arguments and outputs included (seed §8:
+    secrets never reach memory)."""
+    if isinstance(value, str):
+        return redact_pii(value)
+    if isinstance(value, dict):
+        return {k: _masked(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_masked(v) for v in value]
+    return value
 
 
 async def _facts(ctx: ToolContext, items: list[dict[str, Any]]) -> list[tuple[str, str]]:
@@ -215,12 +234,20 @@ async def _facts(ctx: ToolContext, items: list[dict[str, Any]]) -> list[tuple[st
     heuristic = ctx.heuristic
     if heuristic is not None and heuristic.model is not None:
         transcript = f"user: {said}\nassistant: {answered}"[:100_000]
-        written = await heuristic.complete(distill.EXTRACT_SYSTEM, distill.extract_prompt(transcript, []))
+        prompt = distill.extract_prompt(transcript, [])
+        written = await heuristic.complete(
+            distill.EXTRACT_SYSTEM, prompt, ctx.settings.memory_heuristic_max_output_tokens
+        )
         parsed = distill.parse_extracted(written) if written else None
         if parsed is not None:
             return parsed
-    # offline: every statement the user makes, and the assistant's decisions, instructions and plain facts
-    return [*distill.candidates(said, "statements"), *distill.candidates(answered, "distill")]
+    # offline: every statement the user makes, and the assistant's decisions, instructions and plain facts (a
+    # sentence both said is one candidate)
+    found = [*distill.candidates(said, "statements"), *distill.candidates(answered, "distill")]
+    once: dict[str, tuple[str, str]] = {}
+    for content, kind in found:
+        once.setdefault(content.lower(), (content, kind))
+    return list(once.values())
 
 
 async def _store_facts(ctx: ToolContext, uow: UnitOfWork, candidates: list[tuple[str, str]]) -> None:

@@ -8,6 +8,7 @@ CREATE TABLE agent_memory.turn_guards (
     session_id  text NOT NULL,
     turn_id     text NOT NULL,
     status      text NOT NULL CONSTRAINT turn_guards_status_check CHECK (status IN ('processing', 'done')),
+    claim       text NOT NULL,  -- who holds a `processing` turn: only that call may finish or release it
     updated_at  timestamptz NOT NULL DEFAULT now(),
     CONSTRAINT turn_guards_pkey PRIMARY KEY (tenant_id, workspace, session_id, turn_id)
 );
