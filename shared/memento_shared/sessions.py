@@ -14,6 +14,7 @@ from typing import Any
 
 import asyncpg
 
+from memento_shared.db.references import clear_references
 from memento_shared.settings import Settings
 from memento_shared.text.keywords import extract_keywords
 
@@ -170,6 +171,7 @@ async def maintain(
             scope.workspace,
             list(FACT_TIERS),
         )
+        await clear_references(conn, [r["id"] for r in expired])
         counts["expired_facts"] = len(expired)
     async with transaction() as conn:  # the summary first: compaction may then archive the events it reads
         await lock_session(conn, scope, session_id, timeout)
@@ -196,13 +198,21 @@ async def maintain(
     return counts, list(expired)
 
 
-async def idle_sessions(conn: asyncpg.Connection, idle_minutes: float, limit: int) -> list[Any]:
-    """Sessions (of every tenant: a `system` transaction) with no turn for `idle_minutes` and not maintained since
-    their last one."""
+async def idle_sessions(
+    conn: asyncpg.Connection, idle_minutes: float, limit: int, compaction_hours: float
+) -> list[Any]:
+    """Sessions (of every tenant: a `system` transaction) with no turn for `idle_minutes` and either not maintained
+    since their last turn or holding events old enough to compact."""
     return await conn.fetch(
-        "SELECT tenant_id, workspace, session_id FROM agent_memory.session_meta"
-        " WHERE last_turn_at < now() - make_interval(mins => $1)"
-        " AND (maintained_at IS NULL OR maintained_at < last_turn_at) ORDER BY last_turn_at LIMIT $2",
+        "SELECT tenant_id, workspace, session_id FROM agent_memory.session_meta m"
+        " WHERE last_turn_at < now() - $1 * interval '1 minute'"
+        " AND (maintained_at IS NULL OR maintained_at < last_turn_at"
+        # 11: an idle session maintained too early for its events' compaction is visited again once they are due
+        "      OR EXISTS (SELECT 1 FROM agent_memory.session_events e WHERE e.tenant_id = m.tenant_id"
+        "        AND e.workspace = m.workspace AND e.session_id = m.session_id"
+        "        AND e.created_at < now() - $3 * interval '1 hour'))"
+        " ORDER BY last_turn_at LIMIT $2",
         float(idle_minutes),
         limit,
+        float(compaction_hours),
     )

@@ -9,7 +9,9 @@ from memento_consolidator.idle_sessions import maintain_idle
 from memento_shared.worker import close_runtime, open_runtime
 
 
-async def session(owner, tenant: str, name: str, idle_hours: float, maintained: bool = False) -> None:
+async def session(
+    owner, tenant: str, name: str, idle_hours: float, maintained: bool = False, events_days: float = 3
+) -> None:
     await owner.execute(
         "INSERT INTO agent_memory.session_meta (tenant_id, workspace, session_id, turns, last_turn_at, maintained_at)"
         " VALUES ($1, 'default', $2, 1, now() - make_interval(hours => $3),"
@@ -22,10 +24,11 @@ async def session(owner, tenant: str, name: str, idle_hours: float, maintained: 
     item = {"type": "message", "role": "user", "content": [{"type": "input_text", "text": f"{name} said something"}]}
     await owner.execute(
         "INSERT INTO agent_memory.session_events (tenant_id, workspace, session_id, turn_id, role, item, item_hash,"
-        " created_at) VALUES ($1, 'default', $2, 't1', 'user', $3::jsonb, 'h', now() - interval '3 days')",
+        " created_at) VALUES ($1, 'default', $2, 't1', 'user', $3::jsonb, 'h', now() - make_interval(days => $4))",
         tenant,
         name,
         json.dumps(item),
+        float(events_days),
     )
 
 
@@ -33,7 +36,9 @@ async def test_idle_sessions_are_maintained_and_busy_or_recent_ones_are_not(wenv
     owner = wenv.owner
     await session(owner, tenant, "idle", idle_hours=5)
     await session(owner, tenant, "active", idle_hours=0.1)
-    await session(owner, tenant, "done", idle_hours=5, maintained=True)
+    await session(owner, tenant, "done", idle_hours=5, maintained=True, events_days=0.1)
+    # maintained before its events were old enough to compact: visited again once they are
+    await session(owner, tenant, "early", idle_hours=30, maintained=True, events_days=2)
     rt = await open_runtime("consolidator", wenv.settings(), max_jobs=1)
     try:
         result = await maintain_idle(rt)
@@ -52,6 +57,7 @@ async def test_idle_sessions_are_maintained_and_busy_or_recent_ones_are_not(wenv
     assert rows["idle"]["events"] == 0 and rows["idle"]["maintained_at"] is not None and rows["idle"]["abstract"]
     assert rows["active"]["events"] == 1 and rows["active"]["maintained_at"] is None
     assert rows["done"]["events"] == 1
+    assert rows["early"]["events"] == 0
     archived = await owner.fetchval(
         "SELECT events FROM agent_memory.session_archives WHERE tenant_id = $1 AND session_id = 'idle'", tenant
     )

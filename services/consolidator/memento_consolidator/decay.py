@@ -13,6 +13,7 @@ import time
 from typing import Any
 
 from memento_shared import l1
+from memento_shared.db.references import clear_references
 from memento_shared.db.rls import system_transaction
 from memento_shared.worker import Runtime
 
@@ -55,6 +56,7 @@ async def decay(rt: Runtime) -> dict[str, Any]:
         while True:
             async with system_transaction(conn):
                 gone = await conn.fetch(_EXPIRED, now, batch)
+                await clear_references(conn, [r["id"] for r in gone])
             purged += len(gone)
             await _unindex(rt, gone)
             if len(gone) < batch:

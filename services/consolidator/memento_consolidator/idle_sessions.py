@@ -27,7 +27,9 @@ async def maintain_idle(rt: Runtime) -> dict[str, int]:
             yield conn
 
     async with transaction() as conn:
-        idle = await sessions.idle_sessions(conn, rt.settings.memory_idle_minutes, BATCH)
+        idle = await sessions.idle_sessions(
+            conn, rt.settings.memory_idle_minutes, BATCH, rt.settings.memory_compaction_min_age_hours
+        )
     done = busy = failed = 0
     for row in idle:
         scope = sessions.Scope(row["tenant_id"], row["workspace"])

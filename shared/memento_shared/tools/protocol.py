@@ -18,7 +18,8 @@ Category = Literal["active_work", "standing_decision", "skip_list", "waiting_for
 Status = Literal["active", "paused", "completed", "archived"]
 SECTIONS = ("active_work", "standing_decisions", "skip_list", "activity_log", "session_notes")
 
-# Text stored whole up to MEMORY_MAX_CHARS (the tools refuse longer with PAYLOAD_TOO_LARGE), so no maxLength here
+# Text stored whole up to MEMORY_MAX_CHARS (the tools refuse longer with PAYLOAD_TOO_LARGE, DIALECTS.md "Content"), so
+# no maxLength on any stored text here
 Text = Annotated[str, StringConstraints(min_length=1, pattern=r"\S")]
 Short = Annotated[str, StringConstraints(min_length=1, max_length=500, pattern=r"\S")]
 Tag = Annotated[str, StringConstraints(min_length=1, max_length=64, pattern=r"\S")]
@@ -110,7 +111,7 @@ class UpdateArgs(Args):
     section: Annotated[str, StringConstraints(min_length=1, max_length=64)] = Field(
         description=f"Section to replace: {', '.join(SECTIONS)}"
     )
-    content: Annotated[str, StringConstraints(max_length=100_000)] = Field(description="New content for the section")
+    content: str = Field(description="New content for the section (up to MEMORY_MAX_CHARS)")
 
 
 class InitResult(BaseModel):
@@ -120,23 +121,23 @@ class InitResult(BaseModel):
 
 class ItemCreateArgs(Args):
     category: Category = Field(description="Item category")
-    title: Short = Field(description="Short title")
-    content: Annotated[str, StringConstraints(max_length=100_000)] = Field("", description="Detailed content")
+    title: Text = Field(description="Short title")
+    content: str = Field("", description="Detailed content")
     status: Status = Field("active", description="default: active")
     priority: Annotated[int, Field(ge=0, le=10)] = Field(0, description="0-10, higher = more important (default 0)")
     tags: Tags | None = Field(None, description="Tags")
-    next_action: Annotated[str, StringConstraints(max_length=2000)] | None = Field(None, description="Next step")
+    next_action: str | None = Field(None, description="Next step")
 
 
 class ItemUpdateArgs(Args):
     id: ItemId = Field(description="Item id")
-    title: Short | None = None
-    content: Annotated[str, StringConstraints(max_length=100_000)] | None = None
+    title: Text | None = None
+    content: str | None = None
     category: Category | None = None
     status: Status | None = None
     priority: Annotated[int, Field(ge=0, le=10)] | None = None
     tags: Tags | None = Field(None, description="Replaces the existing tags")
-    next_action: Annotated[str, StringConstraints(max_length=2000)] | None = None
+    next_action: str | None = None
 
 
 class Item(BaseModel):
@@ -167,8 +168,8 @@ class ItemListResult(BaseModel):
 
 
 class SkipAddArgs(Args):
-    item: Short = Field(description="What to skip")
-    reason: Annotated[str, StringConstraints(min_length=1, max_length=2000, pattern=r"\S")] = Field(description="Why")
+    item: Text = Field(description="What to skip")
+    reason: Text = Field(description="Why")
     expires: When = Field(description="When to stop skipping it (ISO date or date-time, in the future)")
 
 

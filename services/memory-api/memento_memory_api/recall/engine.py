@@ -131,8 +131,10 @@ async def _gather(
                 tiers.setdefault(row["id"], "L1")
         # L2 adds partial matches (any keyword) and covers L1 being down or still rebuilding; for one keyword
         # and no filter, a ready L1 already holds exactly what L2 would find.
+        # (L1 holds no expiry or supersession: when a row it named was filtered out, L2 looks further)
         l1_complete = (
             l1_ids is not None
+            and len(rows) == len(l1_ids)
             and len(query.keywords) == 1
             and query.topic is None
             and query.type is None

@@ -7,11 +7,13 @@ beside a million-fragment one; tests/integration/test_tenant_scans.py). By id, a
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 import asyncpg
 
 from memento_memory_api.uow import Scope
+from memento_shared.db.references import clear_references
 
 COLUMNS = (
     "id, content, topic, type, keywords, importance, ttl_tier, is_anchor, created_at, accessed_at,"
@@ -132,6 +134,12 @@ async def fetch_by_ids(
         superseded,
         tags,
     )
+
+
+async def rows_by_ids(conn: asyncpg.Connection, ids: list[str]) -> list[asyncpg.Record]:
+    """The visible rows of `ids` as they are, superseded and expired ones too (graph_explore shows a fragment's
+    neighbourhood, not a search's answer)."""
+    return await conn.fetch(f"SELECT {COLUMNS} FROM agent_memory.fragments WHERE id = ANY($1::text[])", ids)
 
 
 def newest_in_namespaces(columns: str, agents: str, tenant: str, workspace: str, limit: str, when: str) -> str:
@@ -317,17 +325,7 @@ async def by_topic(
 
 async def delete(conn: asyncpg.Connection, ids: list[str]) -> list[str]:
     rows = await conn.fetch("DELETE FROM agent_memory.fragments WHERE id = ANY($1::text[]) RETURNING id", ids)
-    # seed 000 keeps linked_to as a denormalised adjacency list: drop the deleted ids from it too. An original whose
-    # replacement is deleted is current again (context skips superseded fragments); supersede also linked it to the
-    # replacement, so the linked_to condition finds it through the GIN index.
-    await conn.execute(
-        "UPDATE agent_memory.fragments"
-        " SET linked_to = ARRAY(SELECT unnest(linked_to) EXCEPT SELECT unnest($1::text[])),"
-        " superseded_by = CASE WHEN superseded_by = ANY($1::text[]) THEN NULL ELSE superseded_by END,"
-        " supersedes = CASE WHEN supersedes = ANY($1::text[]) THEN NULL ELSE supersedes END"
-        " WHERE linked_to && $1::text[] OR supersedes = ANY($1::text[])",
-        ids,
-    )
+    await clear_references(conn, ids)
     return [r["id"] for r in rows]
 
 
@@ -514,15 +512,17 @@ async def successors(conn: asyncpg.Connection, fragment_id: str, limit: int = 10
     )
 
 
-async def mark_superseded(conn: asyncpg.Connection, old_id: str, new_id: str) -> None:
-    """old.superseded_by = new and new.supersedes = old, in one statement (the caller holds both rows' locks)."""
+async def mark_superseded(conn: asyncpg.Connection, old_id: str, new_id: str, *, name_original: bool = True) -> None:
+    """old.superseded_by = new and (with `name_original`) new.supersedes = old, in one statement (the caller holds both
+    rows' locks). A consolidation of several sources names them in the new memory's linkages instead."""
     await conn.execute(
         "UPDATE agent_memory.fragments SET updated_at = now(),"
         " superseded_by = CASE WHEN id = $1 THEN $2 ELSE superseded_by END,"
-        " supersedes = CASE WHEN id = $2 THEN $1 ELSE supersedes END"
+        " supersedes = CASE WHEN id = $2 AND $3 THEN $1 ELSE supersedes END"
         " WHERE id = ANY(ARRAY[$1, $2]::text[])",
         old_id,
         new_id,
+        name_original,
     )
 
 
@@ -550,3 +550,21 @@ async def consolidations(conn: asyncpg.Connection, scope: Scope, agents: list[st
         agents,
         limit,
     )
+
+
+async def revive(conn: asyncpg.Connection, fragment_id: str, expires_at: Any = None) -> None:
+    """A fact stored again while its row was superseded or expired is current again: no longer superseded (and its
+    successor no longer names it as what it replaced), ending at `expires_at` (None: never)."""
+    await conn.execute(
+        "WITH old AS (SELECT superseded_by FROM agent_memory.fragments WHERE id = $1),"
+        " successor AS (UPDATE agent_memory.fragments SET supersedes = NULL, updated_at = now()"
+        "   WHERE id = (SELECT superseded_by FROM old) AND supersedes = $1 RETURNING 1)"
+        " UPDATE agent_memory.fragments SET superseded_by = NULL, expires_at = $2, updated_at = now() WHERE id = $1",
+        fragment_id,
+        expires_at,
+    )
+
+
+def is_current(row: Any) -> bool:
+    expired = row["expires_at"] is not None and row["expires_at"] <= datetime.now(UTC)
+    return row["superseded_by"] is None and not expired

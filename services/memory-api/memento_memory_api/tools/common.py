@@ -35,9 +35,12 @@ def parse_when(value: str, field: str) -> datetime:
             day = date.fromisoformat(value)
             return datetime(day.year, day.month, day.day, tzinfo=UTC)
         moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
+        moment = (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).astimezone(UTC)
+    except (ValueError, OverflowError):
         raise invalid(field, "must be an ISO 8601 date (2026-03-01) or date-time (2026-03-01T12:00:00Z)") from None
-    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+    if not 1970 <= moment.year <= 9998:
+        raise invalid(field, "must be a date between 1970 and 9998")
+    return moment
 
 
 def short_id(prefix: str) -> str:

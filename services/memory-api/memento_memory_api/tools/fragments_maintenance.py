@@ -112,7 +112,7 @@ async def graph_explore(ctx: ToolContext, args: GraphExploreArgs) -> dict[str, A
             raise not_found(f"fragment {args.startId!r}")
         edges = await repo.edges(uow.conn, args.startId, CAUSAL)
         neighbour_ids = list(dict.fromkeys(e["to_id"] if e["from_id"] == args.startId else e["from_id"] for e in edges))
-        rows = {r["id"]: r for r in await repo.fetch_by_ids(uow.conn, neighbour_ids, None, None)}
+        rows = {r["id"]: r for r in await repo.rows_by_ids(uow.conn, neighbour_ids)}
     visible_edges = [e for e in edges if e["from_id"] in rows or e["to_id"] in rows]  # RLS hid the others' ends
     return {
         "origin": render.fragment(origin),

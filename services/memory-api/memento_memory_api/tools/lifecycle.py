@@ -272,9 +272,13 @@ async def _store_facts(ctx: ToolContext, uow: UnitOfWork, candidates: list[tuple
             MEMORY_FACT_WRITES.labels("l1").inc()
             continue
         existing = await repo.get(uow.conn, fact_id)
-        if existing is not None and existing["source"] == TIERS["l1"]:
+        if existing is None or existing["source"] not in TIERS.values():
+            continue  # another dialect's memory with these words: it is not this dialect's to change
+        if existing["source"] == TIERS["l1"] or not repo.is_current(existing):
+            # said again: up to (or, expired, back into) the weekly tier; a current weekly fact is left as it is
             await uow.conn.execute(
-                "UPDATE agent_memory.fragments SET source = $2, expires_at = $3, updated_at = now() WHERE id = $1",
+                "UPDATE agent_memory.fragments SET source = $2, expires_at = $3, superseded_by = NULL,"
+                " updated_at = now() WHERE id = $1",
                 fact_id,
                 TIERS["l2"],
                 now + timedelta(days=settings.memory_l2_retention_days),

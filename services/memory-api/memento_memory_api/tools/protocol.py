@@ -63,10 +63,18 @@ async def _store(ctx: ToolContext, args: StoreArgs) -> Answer:
             raise invalid(f"linkages.{index}.{needs}", f"a {link['type']} linkage needs its {needs}")
     row = memory_row(ctx, content, args.type, tags, expires_at=expires_at, linkages=linkages)
     async with ctx.uow(ctx.scope) as uow:
-        memory_id, _ = await store_fragment(ctx, uow, row)
-        await _link_memories(uow, row, memory_id, linkages)
-    result = {"id": memory_id, "type": args.type, "tags": tags, "expires_at": _iso(expires_at)}
-    return Answer(result, f"Stored memory {memory_id} ({args.type}){tag_text(tags)}")
+        memory_id, created = await store_fragment(ctx, uow, row)
+        if not created:  # the same content again: that memory, current again (with this call's expiry) if it was not
+            stored = await repo.get(uow.conn, memory_id)
+            if not repo.is_current(stored):
+                await repo.revive(uow.conn, memory_id, expires_at)
+            stored = await repo.get(uow.conn, memory_id)
+            mtype, tags, expires_at = stored["type"], list(stored["keywords"]), stored["expires_at"]
+        else:
+            mtype = args.type
+            await _link_memories(uow, row, memory_id, linkages)
+    result = {"id": memory_id, "type": mtype, "tags": tags, "expires_at": _iso(expires_at)}
+    return Answer(result, f"Stored memory {memory_id} ({mtype}){tag_text(tags)}")
 
 
 async def _link_memories(uow: UnitOfWork, row: dict[str, Any], memory_id: str, linkages: list[dict]) -> None:
@@ -180,16 +188,18 @@ async def memento_consolidate(ctx: ToolContext, args: ConsolidateArgs) -> Answer
             raise MementoError(
                 ErrorCode.CONFLICT, "content: this namespace already holds a memory with that content", field="content"
             )
-        for source in sources:  # kept, hidden from recall, traceable to what replaced them
-            await repo.mark_superseded(uow.conn, source["id"], new_id)
+        for source in sources:  # kept, hidden from recall, traceable to what replaced them (its linkages name them)
+            await repo.mark_superseded(uow.conn, source["id"], new_id, name_original=False)
             await repo.add_link(uow.conn, source, source["id"], new_id, "superseded_by")
     result = {"id": new_id, "sources": ids, "content": content}
     return Answer(result, f"Consolidated {len(ids)} memories into {new_id}. Sources: [{', '.join(ids)}]")
 
 
 async def _current(uow: UnitOfWork, ids: list[str], lock: bool) -> list[Any]:
-    """The visible, not yet replaced memories `ids`, in that order; else MEMORY_NOT_FOUND or CONFLICT."""
-    sources = [await repo.get(uow.conn, i, for_update=lock) for i in ids]
+    """The visible, not yet replaced memories `ids`, in that order; else MEMORY_NOT_FOUND or CONFLICT. Locked in id
+    order, so two consolidations of the same memories named in other orders cannot deadlock."""
+    locked = {i: await repo.get(uow.conn, i, for_update=lock) for i in sorted(ids)}
+    sources = [locked[i] for i in ids]
     missing = [i for i, row in zip(ids, sources, strict=True) if row is None]
     if missing:
         raise not_found(f"source_ids: memories {missing}")

@@ -51,6 +51,9 @@ async def store_memory(ctx: ToolContext, args: StoreMemoryArgs) -> dict[str, Any
     )
     async with ctx.uow(ctx.scope) as uow:
         memory_id, created = await store_fragment(ctx, uow, fragment)
+        if not created and not repo.is_current(await repo.get(uow.conn, memory_id)):
+            # stored again after it was superseded: the fact holds again (the agent may now supersede the other)
+            await repo.revive(uow.conn, memory_id)
         if vector is not None:
             await repo.store_vector(uow.conn, ctx.profile.id, memory_id, fragment["content_hash"], vector)
         found = await _similar(ctx, uow.conn, content, vector, memory_id)

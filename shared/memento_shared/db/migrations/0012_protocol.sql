@@ -93,10 +93,13 @@ END $$;
 CREATE OR REPLACE FUNCTION agent_memory.protocol_relevance(
     created timestamptz, accesses integer, accessed timestamptz, at timestamptz
 ) RETURNS real LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    -- exponents capped at 120 half-lives: 0.5^120 (about 7.5e-37) still fits a real, where a memory some years old
+    -- would underflow it (an error, not a zero)
     SELECT (CASE WHEN at <= created THEN 1.0
-                 ELSE power(0.5, extract(epoch FROM at - created) / 3600.0 / 168.0) END
+                 ELSE power(0.5::float8, least(extract(epoch FROM at - created)::float8 / 3600.0 / 168.0, 120.0)) END
           * least(2.0, 1.0 + ln(1.0 + greatest(accesses, 0)) / ln(2.0) * 0.3)
           * CASE WHEN accessed IS NULL THEN 1.0
                  WHEN at <= accessed THEN 1.5
-                 ELSE 1.0 + 0.5 * power(0.5, extract(epoch FROM at - accessed) / 3600.0 / 48.0) END)::real
+                 ELSE 1.0 + 0.5 * power(0.5::float8,
+                                        least(extract(epoch FROM at - accessed)::float8 / 3600.0 / 48.0, 120.0)) END)::real
 $$;
