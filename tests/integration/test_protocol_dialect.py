@@ -418,3 +418,17 @@ async def test_skip_check_matches_by_meaning_above_the_calibrated_cut_off(server
         )
     assert close["match"]["id"] == added["id"] and far["match"] is None
     assert [w["id"] for w in context["warnings"]] == [added["id"]]
+
+
+async def test_a_read_only_credential_reads_without_writing(memory_api, tenant, owner_pool):
+    from memento_shared.principal import HEADER, Principal, encode_principal
+
+    principal = Principal(tenant_id=tenant, scopes=("read",), workspace="default")
+    headers = {HEADER: encode_principal(principal, memory_api.secret)}
+    for tool, arguments in (("memento_read", {}), ("memento_skip_list", {}), ("memento_context", {"message": "x"})):
+        response = await memory_api.client.post(f"/v1/tools/{tool}", json={"arguments": arguments}, headers=headers)
+        assert "result" in response.json(), response.json()
+    read = await memory_api.client.post("/v1/tools/memento_read", json={"arguments": {}}, headers=headers)
+    assert [s["key"] for s in read.json()["result"]["sections"]][0] == "active_work"
+    for table in ("wm_sections", "skip_entries"):
+        assert await owner_pool.fetchval(f"SELECT count(*) FROM agent_memory.{table} WHERE tenant_id = $1", tenant) == 0

@@ -57,6 +57,13 @@ def _section_key(section: str) -> str:
     raise invalid("section", f"unknown section {section!r}; valid sections: {', '.join(SECTIONS)}")
 
 
+def _blank_sections(key: str | None) -> list[dict[str, Any]]:
+    """A workspace's sections before their first write, for a reader that may not create them."""
+    now = datetime.now(UTC)
+    keys = [key] if key else list(wm.SECTION_HEADINGS)
+    return [{"section_key": k, "heading": wm.SECTION_HEADINGS[k], "content": "", "updated_at": now} for k in keys]
+
+
 def _section(row: Any) -> dict[str, str]:
     return {
         "key": row["section_key"],
@@ -80,12 +87,19 @@ async def memento_init(ctx: ToolContext, args: NoArgs) -> Answer:
     return Answer(result, "Workspace already exists. Use memento_read to load it.")
 
 
+def _writes(ctx: ToolContext) -> bool:
+    """Whether this call may write on the side of a read (create a workspace's sections, purge expired skip entries,
+    keep a skip entry's vector): a read-only credential reads, and what it would have written is left for later."""
+    return ctx.principal.has_scope("write")
+
+
 @handles("memento_read")
 async def memento_read(ctx: ToolContext, args: ReadArgs) -> Answer:
     key = _section_key(args.section) if args.section else None
     async with ctx.uow(ctx.scope) as uow:
-        await wm.ensure_sections(uow.conn, ctx.scope)  # created on a workspace's first use
-        rows = await wm.sections(uow.conn, ctx.scope, key)
+        if _writes(ctx):
+            await wm.ensure_sections(uow.conn, ctx.scope)  # created on a workspace's first use
+        rows = await wm.sections(uow.conn, ctx.scope, key) or _blank_sections(key)
     result = {"sections": [_section(r) for r in rows]}
     if key:
         return Answer(result, _section_text(rows[0]))
@@ -225,8 +239,9 @@ async def skips_touched(ctx: ToolContext, rows: list[Any], text: str, both_ways:
             vectors[row["id"]] = row["embedding"]
         elif (made := await vector_now(ctx, row["item"])) is not None:
             vectors[row["id"]] = made
-            async with ctx.uow(ctx.scope) as uow:
-                await wm.set_skip_vector(uow.conn, row["id"], ctx.profile.id, made)
+            if _writes(ctx):
+                async with ctx.uow(ctx.scope) as uow:
+                    await wm.set_skip_vector(uow.conn, row["id"], ctx.profile.id, made)
     scores = {i: _cosine(query, v) for i, v in vectors.items()}
     by_meaning = sorted((r for r in rest if scores.get(r["id"], -1.0) >= cutoff), key=lambda r: -scores[r["id"]])
     return by_words + by_meaning
@@ -255,7 +270,8 @@ async def memento_skip_add(ctx: ToolContext, args: SkipAddArgs) -> Answer:
 @handles("memento_skip_check")
 async def memento_skip_check(ctx: ToolContext, args: SkipCheckArgs) -> Answer:
     async with ctx.uow(ctx.scope) as uow:
-        await wm.purge_expired_skips(uow.conn, ctx.scope)
+        if _writes(ctx):  # expired entries are purged before every answer; a reader skips them all the same
+            await wm.purge_expired_skips(uow.conn, ctx.scope)
         rows = await wm.skips(uow.conn, ctx.scope)
     touched = await skips_touched(ctx, rows, args.query, both_ways=True)
     if not touched:
@@ -267,7 +283,8 @@ async def memento_skip_check(ctx: ToolContext, args: SkipCheckArgs) -> Answer:
 @handles("memento_skip_list")
 async def memento_skip_list(ctx: ToolContext, args: NoArgs) -> Answer:
     async with ctx.uow(ctx.scope) as uow:
-        await wm.purge_expired_skips(uow.conn, ctx.scope)
+        if _writes(ctx):
+            await wm.purge_expired_skips(uow.conn, ctx.scope)
         rows = await wm.skips(uow.conn, ctx.scope)
     entries = [_skip(r) for r in rows]
     result = {"total": len(entries), "entries": entries}
@@ -338,7 +355,8 @@ async def memento_context(ctx: ToolContext, args: ContextArgs) -> Answer:
             items = [_item(r) for r in rows]
             result["working_memory"] = {"items": items, "total_active": sum(i["status"] == "active" for i in items)}
         if "skip_list" in wanted:
-            await wm.purge_expired_skips(uow.conn, ctx.scope)
+            if _writes(ctx):
+                await wm.purge_expired_skips(uow.conn, ctx.scope)
             entries = await wm.skips(uow.conn, ctx.scope) if args.message.strip() else []
         if "identity" in wanted:
             identity = await wm.latest_identity(uow.conn, ctx.scope)
