@@ -55,6 +55,8 @@ class Settings(BaseSettings):
     consolidate_timeout_s: float = Field(120.0, alias="CONSOLIDATE_TIMEOUT_SECONDS")
     # every dialect but `remember` (300, seed 000) stores text whole up to this many characters, and refuses longer
     memory_max_chars: int = Field(8000, alias="MEMORY_MAX_CHARS", ge=1, le=100_000)
+    # the documents dialect's limit per document (below the gateway's body limit, so the tool answers, not HTTP)
+    document_max_bytes: int = Field(512 * 1024, alias="DOCUMENT_MAX_BYTES", ge=1)
     # store_memory embeds on the request path: how long it waits for the vector before storing without it
     inline_embedding_timeout_s: float = Field(1.0, alias="INLINE_EMBEDDING_TIMEOUT_SECONDS", ge=0, le=30)
     # store_memory's `similar` cut-off (cosine) for an embedding profile not calibrated in recall/similar.py

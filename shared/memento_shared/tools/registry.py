@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from memento_shared.tools import fragments, lifecycle, protocol, simple
+from memento_shared.tools import documents, fragments, lifecycle, protocol, simple
 from memento_shared.tools.spec import ToolSpec
 
 PROFILES = ("fragments", "simple", "protocol", "lifecycle", "documents")
 DEFAULT_PROFILES = ("fragments",)
 
 TOOLS: dict[str, ToolSpec] = {
-    spec.name: spec for spec in [*fragments.SPECS, *simple.SPECS, *protocol.SPECS, *lifecycle.SPECS]
+    spec.name: spec for spec in [*fragments.SPECS, *simple.SPECS, *protocol.SPECS, *lifecycle.SPECS, *documents.SPECS]
 }
 
 

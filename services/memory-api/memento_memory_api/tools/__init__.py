@@ -1,6 +1,7 @@
 """Importing this package binds every tool handler to its name."""
 
 from memento_memory_api.tools import (  # noqa: F401
+    documents,
     fragments,
     fragments_edit,
     fragments_maintenance,

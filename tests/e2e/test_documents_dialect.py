@@ -1,0 +1,33 @@
+"""The `documents` dialect's canonical documents (seed 001) through the gateway with the official MCP client: the
+four tools built so far (README "Status" lists what is not)."""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+import pytest
+
+from tests.e2e.test_protocol_dialect import call, client_for
+from tests.integration.test_documents_canonical import SPEC
+
+pytestmark = pytest.mark.e2e
+
+
+async def test_upsert_outline_section_and_get_through_the_gateway(system):
+    async with client_for(system, f"docs-{time.time_ns()}", "documents") as client:
+        names = {t.name for t in (await client.list_tools()).tools}
+        assert names == {"canonical.upsert", "canonical.get", "canonical.outline", "canonical.get_section"}
+        args = {"canonicalKey": "app", "docClass": "app_spec", "title": "App", "contentMarkdown": SPEC,
+                "idempotencyKey": str(uuid.uuid4())}  # fmt: skip
+        first, _ = await call(client, "canonical.upsert", args)
+        again, _ = await call(client, "canonical.upsert", args)
+        assert first == again == {"itemId": first["itemId"], "versionNum": 1, "created": True}
+        outline, _ = await call(client, "canonical.outline", {"canonicalKey": "app"})
+        assert [s["anchor"] for s in outline["sections"]][2] == "h3:app-spec.auth.token-refresh"
+        section, _ = await call(
+            client, "canonical.get_section", {"canonicalKey": "app", "sectionAnchor": "h3:app-spec.auth.token-refresh"}
+        )
+        assert section["contentMarkdown"].startswith("### Token Refresh") and "```python" in section["contentMarkdown"]
+        document, _ = await call(client, "canonical.get", {"canonicalKey": "app"})
+        assert document["contentMarkdown"] == SPEC

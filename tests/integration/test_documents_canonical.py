@@ -1,0 +1,118 @@
+"""The `documents` dialect's canonical documents (seed 001 Part 5, DIALECTS.md "documents") through memory-api's tool
+route on real Postgres: versions only when content changes, both idempotency rules, outline anchors right after an
+upsert, a section with its subsections, limits, isolation."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from memento_shared.db.rls import set_principal
+
+SPEC = """# App Spec
+
+Intro to the app.
+
+## Auth
+
+How users sign in.
+
+### Token Refresh
+
+Refresh tokens rotate every 30 days.
+
+```python
+def refresh(token):
+    # not a heading
+    return rotate(token)
+```
+
+## Billing
+
+Invoices go out monthly.
+"""
+
+
+async def upsert(api, tenant, content=SPEC, key="app", **extra):
+    args = {
+        "canonicalKey": key,
+        "docClass": "app_spec",
+        "title": "App",
+        "contentMarkdown": content,
+        "idempotencyKey": str(uuid.uuid4()),
+        **extra,
+    }
+    return await api.call("canonical.upsert", args, tenant=tenant), args
+
+
+async def test_upsert_then_outline_sections_and_versions(memory_api, tenant, owner_pool):
+    first, _ = await upsert(memory_api, tenant)
+    assert first["result"]["versionNum"] == 1 and first["result"]["created"] is True
+    outline = await memory_api.call("canonical.outline", {"canonicalKey": "app"}, tenant=tenant)
+    anchors = [s["anchor"] for s in outline["result"]["sections"]]
+    assert anchors == ["h1:app-spec", "h2:app-spec.auth", "h3:app-spec.auth.token-refresh", "h2:app-spec.billing"]
+    section = await memory_api.call(
+        "canonical.get_section", {"canonicalKey": "app", "sectionAnchor": "h2:app-spec.auth"}, tenant=tenant
+    )
+    text = section["result"]["contentMarkdown"]
+    assert text.startswith("## Auth") and "### Token Refresh" in text and "return rotate(token)" in text
+    assert "Billing" not in text
+    # the code fence is one chunk's, whole
+    chunks = await owner_pool.fetch(
+        "SELECT text, anchor FROM agent_memory.doc_chunks WHERE tenant_id = $1 ORDER BY chunk_index", tenant
+    )
+    fenced = [c for c in chunks if "def refresh" in c["text"]]
+    assert len(fenced) == 1 and "return rotate(token)" in fenced[0]["text"]
+    same, _ = await upsert(memory_api, tenant)  # the same content under a new key: no new version
+    assert same["result"] == {"itemId": first["result"]["itemId"], "versionNum": 1, "created": False}
+    changed, _ = await upsert(memory_api, tenant, SPEC.replace("monthly", "weekly"))
+    assert changed["result"]["versionNum"] == 2
+    old = await memory_api.call("canonical.get", {"canonicalKey": "app", "versionNum": 1}, tenant=tenant)
+    new = await memory_api.call("canonical.get", {"canonicalKey": "app"}, tenant=tenant)
+    assert "monthly" in old["result"]["contentMarkdown"] and "weekly" in new["result"]["contentMarkdown"]
+    versions = await owner_pool.fetchval("SELECT count(*) FROM agent_memory.doc_versions WHERE tenant_id = $1", tenant)
+    assert versions == 2
+
+
+async def test_idempotency_keys(memory_api, tenant, owner_pool):
+    first, args = await upsert(memory_api, tenant)
+    again = await memory_api.call("canonical.upsert", args, tenant=tenant)
+    assert again["result"] == first["result"]
+    other = await memory_api.call("canonical.upsert", {**args, "contentMarkdown": "# Other"}, tenant=tenant)
+    assert other["error"]["code"] == "CONFLICT" and other["error"]["field"] == "idempotencyKey"
+    assert await owner_pool.fetchval("SELECT count(*) FROM agent_memory.doc_versions WHERE tenant_id = $1", tenant) == 1
+
+
+@pytest.mark.parametrize(
+    ("arguments", "field", "code"),
+    [
+        ({"idempotencyKey": "not-a-uuid"}, "idempotencyKey", "INVALID_PARAMETER"),
+        ({"docClass": "novel"}, "docClass", "INVALID_PARAMETER"),
+        ({"canonicalKey": "has space"}, "canonicalKey", "INVALID_PARAMETER"),
+        ({"contentMarkdown": "x" * (512 * 1024 + 1)}, "contentMarkdown", "PAYLOAD_TOO_LARGE"),
+    ],
+)
+async def test_bad_input_names_the_field_and_writes_nothing(memory_api, tenant, owner_pool, arguments, field, code):
+    base = {"canonicalKey": "app", "docClass": "app_spec", "title": "App", "contentMarkdown": SPEC,
+            "idempotencyKey": str(uuid.uuid4())}  # fmt: skip
+    answer = await memory_api.call("canonical.upsert", {**base, **arguments}, tenant=tenant)
+    assert (answer["error"]["code"], answer["error"]["field"]) == (code, field)
+    for table in ("doc_items", "doc_versions", "doc_chunks", "doc_commits"):
+        assert await owner_pool.fetchval(f"SELECT count(*) FROM agent_memory.{table} WHERE tenant_id = $1", tenant) == 0
+
+
+async def test_another_tenant_or_workspace_finds_nothing(memory_api, tenant, app_pool):
+    await upsert(memory_api, tenant)
+    for who, where in ((tenant + "-b", {}), (tenant, {"workspace": "elsewhere"})):
+        for tool, args in (
+            ("canonical.get", {"canonicalKey": "app"}),
+            ("canonical.outline", {"canonicalKey": "app"}),
+            ("canonical.get_section", {"canonicalKey": "app", "sectionAnchor": "h1:app-spec"}),
+        ):
+            answer = await memory_api.call(tool, args, tenant=who, **where)
+            assert answer["error"]["code"] == "MEMORY_NOT_FOUND", (tool, who, where)
+    async with app_pool.acquire() as conn, conn.transaction():
+        await set_principal(conn, tenant_id=tenant + "-b", workspace="default", agent_id="default")
+        for table in ("doc_items", "doc_versions", "doc_chunks", "doc_commits"):
+            assert await conn.fetchval(f"SELECT count(*) FROM agent_memory.{table} WHERE tenant_id = $1", tenant) == 0
