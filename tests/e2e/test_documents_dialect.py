@@ -31,3 +31,24 @@ async def test_upsert_outline_section_and_get_through_the_gateway(system):
         assert section["contentMarkdown"].startswith("### Token Refresh") and "```python" in section["contentMarkdown"]
         document, _ = await call(client, "canonical.get", {"canonicalKey": "app"})
         assert document["contentMarkdown"] == SPEC
+
+
+async def test_documents_are_mcp_resources_of_their_workspace(system):
+    workspace = f"docs-res-{time.time_ns()}"
+    async with client_for(system, workspace, "documents") as client:
+        ids = []
+        for n in range(3):
+            args = {"canonicalKey": f"doc-{n}", "docClass": "feature_spec", "title": f"Feature {n}",
+                    "contentMarkdown": f"# Feature {n}\n\nBody {n}.", "idempotencyKey": str(uuid.uuid4())}  # fmt: skip
+            ids.append((await call(client, "canonical.upsert", args))[0]["itemId"])
+        listed = await client.list_resources()
+        assert [str(r.uri) for r in listed.resources] == [f"memento://items/{i}" for i in reversed(ids)]
+        assert listed.resources[0].mime_type == "text/markdown"
+        templates = await client.list_resource_templates()
+        assert templates.resource_templates[0].uri_template == "memento://items/{id}"
+        read = await client.read_resource(f"memento://items/{ids[1]}")
+        assert read.contents[0].text == "# Feature 1\n\nBody 1."
+    async with client_for(system, workspace + "-other", "documents") as other:
+        assert (await other.list_resources()).resources == []
+        with pytest.raises(Exception, match="not found"):
+            await other.read_resource(f"memento://items/{ids[1]}")

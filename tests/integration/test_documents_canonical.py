@@ -116,3 +116,28 @@ async def test_another_tenant_or_workspace_finds_nothing(memory_api, tenant, app
         await set_principal(conn, tenant_id=tenant + "-b", workspace="default", agent_id="default")
         for table in ("doc_items", "doc_versions", "doc_chunks", "doc_commits"):
             assert await conn.fetchval(f"SELECT count(*) FROM agent_memory.{table} WHERE tenant_id = $1", tenant) == 0
+
+
+async def test_resources_page_pinned_first_then_newest(memory_api, tenant, owner_pool):
+    from memento_shared.principal import HEADER, SCOPES, Principal, encode_principal
+
+    for n in range(55):
+        await upsert(memory_api, tenant, f"# Doc {n}\n\nText {n}.", key=f"doc-{n}")
+    await owner_pool.execute(
+        "UPDATE agent_memory.doc_items SET pinned = true WHERE tenant_id = $1 AND canonical_key = 'doc-3'", tenant
+    )
+    headers = {HEADER: encode_principal(Principal(tenant_id=tenant, scopes=SCOPES), memory_api.secret)}
+
+    async def listed(params: dict) -> dict:
+        response = await memory_api.client.post("/v1/resources/list", json={"params": params}, headers=headers)
+        return response.json()
+
+    first = (await listed({}))["result"]
+    assert len(first["resources"]) == 50
+    assert first["resources"][0]["description"] == "spec (doc-3)"  # pinned first
+    assert first["resources"][1]["description"] == "spec (doc-54)"  # then the newest
+    second = (await listed({"cursor": first["nextCursor"]}))["result"]
+    assert len(second["resources"]) == 5 and "nextCursor" not in second
+    seen = [r["uri"] for r in first["resources"] + second["resources"]]
+    assert len(set(seen)) == 55
+    assert (await listed({"cursor": "bogus"}))["error"]["code"] == "INVALID_PARAMETER"

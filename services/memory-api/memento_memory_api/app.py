@@ -18,7 +18,7 @@ from memento_memory_api.embedding_client import EmbeddingClient
 from memento_memory_api.outbox_relay import Relay
 from memento_memory_api.recall.l1 import L1Keeper
 from memento_memory_api.recall.vector import PartitionVerdicts
-from memento_memory_api.routes import health, keys
+from memento_memory_api.routes import health, keys, resources
 from memento_memory_api.routes import tools as tool_routes
 from memento_memory_api.uow import UnitOfWorkFactory
 from memento_shared import background, redis_client
@@ -164,6 +164,7 @@ def create_app(settings: Settings) -> FastAPI:
         telemetry={"tracing": False, "metrics": False, "logs": False, "operation_spans": False},
     )
     app.include_router(tool_routes.router)
+    app.include_router(resources.router)
     app.include_router(health.router)
     app.include_router(keys.router)
     app.add_middleware(RequestMetrics, service="memory-api")

@@ -130,3 +130,24 @@ async def add_version(
             for c in chunks
         ],
     )
+
+
+async def page(conn: asyncpg.Connection, scope: Scope, after: tuple | None, limit: int) -> list[asyncpg.Record]:
+    """Active items, pinned first, then newest (then id), from after the (pinned, updated_at, id) `after`."""
+    pinned, updated, item_id = after if after else (None, None, None)
+    return await conn.fetch(
+        "SELECT id, title, kind, canonical_key, pinned, updated_at FROM agent_memory.doc_items"
+        " WHERE tenant_id = $1 AND workspace = $2 AND status = 'active'"
+        " AND ($3::boolean IS NULL OR (pinned, updated_at, id) < ($3::boolean, $4::timestamptz, $5::text))"
+        " ORDER BY pinned DESC, updated_at DESC, id DESC LIMIT $6",
+        scope.tenant_id,
+        scope.workspace,
+        pinned,
+        updated,
+        item_id,
+        limit,
+    )
+
+
+async def item(conn: asyncpg.Connection, item_id: str) -> asyncpg.Record | None:
+    return await conn.fetchrow(f"SELECT {ITEM_COLUMNS} FROM agent_memory.doc_items WHERE id = $1", item_id)
