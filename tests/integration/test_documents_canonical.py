@@ -141,3 +141,60 @@ async def test_resources_page_pinned_first_then_newest(memory_api, tenant, owner
     seen = [r["uri"] for r in first["resources"] + second["resources"]]
     assert len(set(seen)) == 55
     assert (await listed({"cursor": "bogus"}))["error"]["code"] == "INVALID_PARAMETER"
+
+
+async def test_commit_versions_canonical_documents_and_is_idempotent(memory_api, tenant, owner_pool):
+    key = str(uuid.uuid4())
+    entries = [
+        {"kind": "decision", "title": "Use Postgres", "content": "We use Postgres 18 for everything."},
+        {"kind": "spec", "title": "App", "content": SPEC, "canonicalKey": "app"},
+    ]
+    first = await memory_api.call("memory.commit", {"idempotencyKey": key, "entries": entries}, tenant=tenant)
+    again = await memory_api.call("memory.commit", {"idempotencyKey": key, "entries": entries}, tenant=tenant)
+    assert again["result"] == first["result"] and len(first["result"]["items"]) == 2
+    other = await memory_api.call("memory.commit", {"idempotencyKey": key, "entries": entries[:1]}, tenant=tenant)
+    assert other["error"]["code"] == "CONFLICT"
+    outline = await memory_api.call("canonical.outline", {"canonicalKey": "app"}, tenant=tenant)
+    assert outline["result"]["sections"][0]["anchor"] == "h1:app-spec"
+    too_many = await memory_api.call(
+        "memory.commit", {"idempotencyKey": str(uuid.uuid4()), "entries": entries[:1] * 51}, tenant=tenant
+    )
+    assert (too_many["error"]["code"], too_many["error"]["field"]) == ("INVALID_PARAMETER", "entries")
+    commits = await owner_pool.fetchval(
+        "SELECT count(DISTINCT commit_id) FROM agent_memory.doc_versions WHERE tenant_id = $1", tenant
+    )
+    assert commits == 1
+
+
+async def test_context_pack_keeps_to_max_chars_in_document_order(memory_api, tenant):
+    await upsert(memory_api, tenant)
+    full = await memory_api.call(
+        "canonical.context_pack", {"canonicalKey": "app", "goal": "token refresh billing invoices"}, tenant=tenant
+    )
+    anchors = [s["anchor"] for s in full["result"]["sections"]]
+    assert anchors == ["h3:app-spec.auth.token-refresh", "h2:app-spec.billing"]  # document order
+    small = await memory_api.call(
+        "canonical.context_pack",
+        {"canonicalKey": "app", "goal": "token refresh billing", "maxChars": 150},
+        tenant=tenant,
+    )
+    assert small["result"]["totalChars"] <= 150 and len(small["result"]["sections"]) == 1
+
+
+async def test_restore_is_byte_identical_and_within_its_limits(memory_api, tenant, owner_pool):
+    await upsert(memory_api, tenant)
+    await owner_pool.execute("UPDATE agent_memory.doc_items SET pinned = true WHERE tenant_id = $1", tenant)
+    entries = [
+        {"kind": "troubleshooting", "title": "Login loop", "content": "Clearing the refresh cookie fixed the loop."},
+        {"kind": "note", "title": "Session notes", "content": "Working on billing exports."},
+        {"kind": "decision", "title": "Exports", "content": "Billing exports are CSV, one file per month."},
+    ]
+    await memory_api.call("memory.commit", {"idempotencyKey": str(uuid.uuid4()), "entries": entries}, tenant=tenant)
+    args = {"goal": "billing exports csv", "maxItems": 4, "maxChars": 2000}
+    one = await memory_api.call("memory.restore", args, tenant=tenant)
+    two = await memory_api.call("memory.restore", args, tenant=tenant)
+    assert one["result"]["bundle"] == two["result"]["bundle"] and len(one["result"]["bundle"]) <= 2000
+    reasons = [i["reason"] for i in one["result"]["items"]]
+    assert reasons == ["pinned", "latest_snapshot", "recent_troubleshooting", "goal"]
+    tiny = await memory_api.call("memory.restore", {**args, "maxChars": 300}, tenant=tenant)
+    assert tiny["result"]["totalChars"] <= 300

@@ -1,6 +1,5 @@
 """Seed 001 tool contracts (the `documents` profile), as its Part 5 registers them (DIALECTS.md "documents").
-Built so far: canonical.upsert, canonical.get, canonical.outline, canonical.get_section. Not yet: memory.commit,
-memory.search, memory.restore, canonical.context_pack and the MCP resources (README "Status")."""
+Not built yet: memory.search (README "Status")."""
 
 from __future__ import annotations
 
@@ -13,6 +12,7 @@ from memento_shared.tools.spec import Args, ToolSpec
 PROFILE = "documents"
 
 DocClass = Literal["app_spec", "feature_spec", "implementation_plan"]
+Kind = Literal["spec", "plan", "decision", "troubleshooting", "note"]
 CanonicalKey = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_./-]{0,199}$")]
 Uuid = Annotated[
     str, StringConstraints(pattern=r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
@@ -82,12 +82,104 @@ class SectionResult(BaseModel):
     contentMarkdown: str = Field(description="The section with its subsections")
 
 
+class CommitEntry(Args):
+    kind: Kind
+    title: Title
+    content: str = Field(description="Markdown; at most DOCUMENT_MAX_BYTES")
+    canonicalKey: CanonicalKey | None = Field(None, description="Versions that canonical document")
+    tags: Annotated[list[Tag], Field(max_length=50)] | None = None
+
+
+class CommitArgs(Args):
+    idempotencyKey: Uuid
+    entries: Annotated[list[CommitEntry], Field(min_length=1, max_length=50)]
+    sessionId: Uuid | None = None
+
+
+class CommittedItem(BaseModel):
+    itemId: str
+    versionNum: int
+    created: bool
+
+
+class CommitResult(BaseModel):
+    commitId: str
+    items: list[CommittedItem]
+
+
+class ContextPackArgs(Args):
+    canonicalKey: CanonicalKey
+    goal: Annotated[str, StringConstraints(min_length=1, max_length=2000, pattern=r"\S")]
+    maxChars: Annotated[int, Field(ge=1, le=1_000_000)] = 8000
+
+
+class PackedSection(BaseModel):
+    anchor: str
+    headingPath: list[str]
+    title: str
+    contentMarkdown: str
+
+
+class ContextPackResult(BaseModel):
+    canonicalKey: str
+    versionNum: int
+    sections: list[PackedSection] = Field(description="The sections most relevant to the goal, in document order")
+    totalChars: int
+
+
+class RestoreArgs(Args):
+    goal: Annotated[str, StringConstraints(min_length=1, max_length=2000, pattern=r"\S")] | None = None
+    kinds: Annotated[list[Kind], Field(min_length=1, max_length=5)] | None = None
+    maxItems: Annotated[int, Field(ge=1, le=100)] = 12
+    maxChars: Annotated[int, Field(ge=1, le=1_000_000)] = 30000
+    includeCanonical: bool = True
+    includeRecentTroubleshooting: bool = True
+
+
+class RestoredItem(BaseModel):
+    itemId: str
+    kind: str
+    title: str
+    versionNum: int
+    reason: str = Field(description="pinned, canonical, latest_snapshot, recent_troubleshooting or goal")
+
+
+class RestoreResult(BaseModel):
+    bundle: str = Field(description="Markdown; the same for the same store and arguments, byte for byte")
+    items: list[RestoredItem]
+    totalChars: int
+
+
 def _spec(name: str, title: str, description: str, args, result, **extra) -> ToolSpec:
     return ToolSpec(name, title, description, args, result, PROFILE, **extra)
 
 
 _READ = {"read_only": True, "idempotent": True, "scope": "read"}
 SPECS = [
+    _spec(
+        "memory.commit",
+        "Commit memory",
+        "Commit memory items with idempotency guarantees.",
+        CommitArgs,
+        CommitResult,
+        idempotent=True,
+    ),
+    _spec(
+        "memory.restore",
+        "Restore context",
+        "Produce a deterministic context bundle for session bootstrap.",
+        RestoreArgs,
+        RestoreResult,
+        **_READ,
+    ),
+    _spec(
+        "canonical.context_pack",
+        "Context pack",
+        "Build a context pack of relevant sections for a goal.",
+        ContextPackArgs,
+        ContextPackResult,
+        **_READ,
+    ),
     _spec(
         "canonical.upsert",
         "Upsert canonical document",

@@ -96,18 +96,26 @@ async def version(conn: asyncpg.Connection, item_id: str, num: int | None = None
 
 
 async def add_version(
-    conn: asyncpg.Connection, scope: Scope, item_id: str, num: int, content: str, content_hash: str, chunks: list
+    conn: asyncpg.Connection,
+    scope: Scope,
+    item_id: str,
+    num: int,
+    content: str,
+    content_hash: str,
+    chunks: list,
+    commit_id: str | None = None,
 ) -> None:
     """The version and its chunks (their full-text vectors are generated columns), in the caller's transaction."""
     await conn.execute(
-        "INSERT INTO agent_memory.doc_versions (tenant_id, workspace, item_id, version_num, content, content_hash)"
-        " VALUES ($1, $2, $3, $4, $5, $6)",
+        "INSERT INTO agent_memory.doc_versions (tenant_id, workspace, item_id, version_num, content, content_hash,"
+        " commit_id) VALUES ($1, $2, $3, $4, $5, $6, $7)",
         scope.tenant_id,
         scope.workspace,
         item_id,
         num,
         content,
         content_hash,
+        commit_id,
     )
     await conn.executemany(
         "INSERT INTO agent_memory.doc_chunks (tenant_id, workspace, item_id, version_num, chunk_index, text,"
@@ -151,3 +159,20 @@ async def page(conn: asyncpg.Connection, scope: Scope, after: tuple | None, limi
 
 async def item(conn: asyncpg.Connection, item_id: str) -> asyncpg.Record | None:
     return await conn.fetchrow(f"SELECT {ITEM_COLUMNS} FROM agent_memory.doc_items WHERE id = $1", item_id)
+
+
+async def latest_items(
+    conn: asyncpg.Connection, scope: Scope, kinds: list[str] | None, limit: int
+) -> list[asyncpg.Record]:
+    """Active items with their latest version, newest first (then id, for a stable order)."""
+    return await conn.fetch(
+        "SELECT i.id, i.kind, i.title, i.canonical_key, i.is_canonical, i.pinned, i.updated_at, v.version_num,"
+        " v.content FROM agent_memory.doc_items i JOIN LATERAL (SELECT version_num, content FROM"
+        " agent_memory.doc_versions WHERE item_id = i.id ORDER BY version_num DESC LIMIT 1) v ON true"
+        " WHERE i.tenant_id = $1 AND i.workspace = $2 AND i.status = 'active'"
+        " AND ($3::text[] IS NULL OR i.kind = ANY($3)) ORDER BY i.updated_at DESC, i.id LIMIT $4",
+        scope.tenant_id,
+        scope.workspace,
+        kinds,
+        limit,
+    )

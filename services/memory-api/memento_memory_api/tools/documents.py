@@ -1,86 +1,152 @@
-"""Seed 001's canonical documents (the `documents` profile): upsert with versions and idempotency keys, get by
-version, outline and sections by anchor (DIALECTS.md "documents"). A write is one transaction: the item, its new
-version (only when the content changed) and its chunks with their full-text vectors, so the outline, sections and
-full-text search see it at once. Not built yet: chunk embeddings, memory.commit / search / restore, context packs,
-MCP resources."""
+"""Seed 001's documents (the `documents` profile): commits and canonical upserts with versions and idempotency keys,
+get by version, outline, sections by anchor, context packs and restore bundles (DIALECTS.md "documents"). A write is
+one transaction: the item, its new version (only when the content changed) and its chunks with their full-text
+vectors, so every read sees it at once. Not built yet: chunk embeddings and memory.search."""
 
 from __future__ import annotations
 
 import hashlib
 import json
+import math
 import secrets
+import uuid
 from typing import Any
 
 from memento_memory_api.context import ToolContext
+from memento_memory_api.recall.lexical import terms
 from memento_memory_api.repositories import documents as docs
 from memento_memory_api.tools.registry import handles
 from memento_shared.errors import ErrorCode, MementoError, not_found, unavailable
 from memento_shared.text.chunking import chunk_markdown, outline
 from memento_shared.text.keywords import normalise_keywords
 from memento_shared.text.redaction import redact_pii
-from memento_shared.tools.documents import GetArgs, GetSectionArgs, UpsertArgs
+from memento_shared.tools.documents import (
+    CommitArgs,
+    ContextPackArgs,
+    GetArgs,
+    GetSectionArgs,
+    RestoreArgs,
+    UpsertArgs,
+)
+from memento_shared.tools.spec import Args
 
 KIND = {"app_spec": "spec", "feature_spec": "spec", "implementation_plan": "plan"}
 
 
-def _request_hash(args: UpsertArgs) -> str:
+def _request_hash(args: Args) -> str:
     request = args.model_dump(exclude={"idempotencyKey"})
     return hashlib.sha256(json.dumps(request, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
 
 
-@handles("canonical.upsert")
-async def canonical_upsert(ctx: ToolContext, args: UpsertArgs) -> dict[str, Any]:
-    size = len(args.contentMarkdown.encode())
+def _within_limit(ctx: ToolContext, content: str, field: str) -> str:
+    size = len(content.encode())
     if size > ctx.settings.document_max_bytes:
         raise MementoError(
             ErrorCode.PAYLOAD_TOO_LARGE,
-            f"contentMarkdown: {size} bytes, more than the {ctx.settings.document_max_bytes} allowed",
-            field="contentMarkdown",
+            f"{field}: {size} bytes, more than the {ctx.settings.document_max_bytes} allowed",
+            field=field,
         )
-    content = redact_pii(args.contentMarkdown)
+    return redact_pii(content)
+
+
+async def _once(ctx: ToolContext, tool: str, args: Args, write) -> dict[str, Any]:
+    """Run `write(conn)` once per idempotency key, in one transaction with the key: the same key and request again
+    answers the first answer and writes nothing; the same key with another request is CONFLICT."""
     request = _request_hash(args)
     async with ctx.uow(ctx.scope) as uow:
         conn, scope = uow.conn, ctx.scope
-        if not await docs.claim_key(conn, scope, args.idempotencyKey, "canonical.upsert", request):
+        if not await docs.claim_key(conn, scope, args.idempotencyKey, tool, request):
             earlier = await docs.answered(conn, scope, args.idempotencyKey)
             if earlier is None:
                 raise unavailable("idempotencyKey: its first call did not finish; retry")
-            if earlier["tool"] != "canonical.upsert" or earlier["request_hash"] != request:
+            if earlier["tool"] != tool or earlier["request_hash"] != request:
                 raise MementoError(
                     ErrorCode.CONFLICT,
                     "idempotencyKey: already used for another request; use a new key for new content",
                     field="idempotencyKey",
                 )
-            return earlier["answer"]  # the first answer; nothing written
-        tags = normalise_keywords(args.tags or [])
-        item = await docs.canonical(conn, scope, args.canonicalKey, lock=True)
-        if item is None:
-            item = await docs.insert_item(
-                conn,
-                scope,
-                {
-                    "id": "doc-" + secrets.token_hex(8),
-                    "kind": KIND[args.docClass],
-                    "title": args.title,
-                    "canonical_key": args.canonicalKey,
-                    "doc_class": args.docClass,
-                    "is_canonical": True,
-                    "tags": tags,
-                },
-            )
-        else:
-            await docs.update_item(conn, item["id"], args.title, args.docClass, tags)
-        latest = await docs.version(conn, item["id"])
-        content_hash = hashlib.sha256(content.encode()).hexdigest()
-        if latest is not None and latest["content_hash"] == content_hash:
-            answer = {"itemId": item["id"], "versionNum": latest["version_num"], "created": False}
-        else:
-            num = latest["version_num"] + 1 if latest else 1
-            chunks = chunk_markdown(content)
-            await docs.add_version(conn, scope, item["id"], num, content, content_hash, chunks)
-            answer = {"itemId": item["id"], "versionNum": num, "created": True}
+            return earlier["answer"]
+        answer = await write(conn)
         await docs.keep_answer(conn, scope, args.idempotencyKey, answer)
     return answer
+
+
+async def _write(conn: Any, ctx: ToolContext, item: Any, content: str, commit_id: str | None = None) -> dict[str, Any]:
+    """A new version of `item` with its chunks, unless its latest version holds this content already."""
+    latest = await docs.version(conn, item["id"])
+    content_hash = hashlib.sha256(content.encode()).hexdigest()
+    if latest is not None and latest["content_hash"] == content_hash:
+        return {"itemId": item["id"], "versionNum": latest["version_num"], "created": False}
+    num = latest["version_num"] + 1 if latest else 1
+    await docs.add_version(conn, ctx.scope, item["id"], num, content, content_hash, chunk_markdown(content), commit_id)
+    return {"itemId": item["id"], "versionNum": num, "created": True}
+
+
+async def _canonical_item(conn: Any, ctx: ToolContext, key: str, kind: str, title: str, doc_class, tags) -> Any:
+    item = await docs.canonical(conn, ctx.scope, key, lock=True)
+    if item is None:
+        return await docs.insert_item(
+            conn,
+            ctx.scope,
+            {
+                "id": new_item_id(),
+                "kind": kind,
+                "title": title,
+                "canonical_key": key,
+                "doc_class": doc_class,
+                "is_canonical": True,
+                "tags": tags,
+            },
+        )
+    await docs.update_item(conn, item["id"], title, doc_class or item["doc_class"], tags)
+    return item
+
+
+def new_item_id() -> str:
+    return "doc-" + secrets.token_hex(8)
+
+
+@handles("canonical.upsert")
+async def canonical_upsert(ctx: ToolContext, args: UpsertArgs) -> dict[str, Any]:
+    content = _within_limit(ctx, args.contentMarkdown, "contentMarkdown")
+    tags = normalise_keywords(args.tags or [])
+
+    async def write(conn: Any) -> dict[str, Any]:
+        item = await _canonical_item(conn, ctx, args.canonicalKey, KIND[args.docClass], args.title, args.docClass, tags)
+        return await _write(conn, ctx, item, content)
+
+    return await _once(ctx, "canonical.upsert", args, write)
+
+
+@handles("memory.commit")
+async def memory_commit(ctx: ToolContext, args: CommitArgs) -> dict[str, Any]:
+    contents = [_within_limit(ctx, e.content, f"entries.{i}.content") for i, e in enumerate(args.entries)]
+    commit_id = str(uuid.uuid4())
+
+    async def write(conn: Any) -> dict[str, Any]:
+        items = []
+        for entry, content in zip(args.entries, contents, strict=True):
+            tags = normalise_keywords(entry.tags or [])
+            if entry.canonicalKey:
+                item = await _canonical_item(conn, ctx, entry.canonicalKey, entry.kind, entry.title, None, tags)
+            else:
+                item = await docs.insert_item(
+                    conn,
+                    ctx.scope,
+                    {
+                        "id": new_item_id(),
+                        "kind": entry.kind,
+                        "title": entry.title,
+                        "canonical_key": None,
+                        "doc_class": None,
+                        "is_canonical": False,
+                        "tags": tags,
+                    },  # fmt: skip
+                )
+            items.append(await _write(conn, ctx, item, content, commit_id))
+        return {"commitId": commit_id, "items": items}
+
+    return await _once(ctx, "memory.commit", args, write)
 
 
 async def _document(ctx: ToolContext, key: str, num: int | None) -> tuple[Any, Any]:
@@ -136,3 +202,112 @@ async def canonical_get_section(ctx: ToolContext, args: GetSectionArgs) -> dict[
         "title": section.title,
         "contentMarkdown": content[section.start : section.end],
     }
+
+
+def _terms(text: str) -> set[str]:
+    return set(terms(text))
+
+
+def _relevance(goal: set[str], texts: list[str]) -> list[float]:
+    """Each text's relevance to the goal's words: the summed rarity (an inverse document frequency over `texts`) of
+    the goal words it holds, so a section naming the goal's rare words outranks one sharing only common ones."""
+    held = [_terms(t) for t in texts]
+    n = len(texts)
+    idf = {w: math.log((n + 1) / (sum(w in h for h in held) + 0.5)) for w in goal}
+    return [sum(idf[w] for w in goal & h) for h in held]
+
+
+def _own_sections(content: str) -> list[tuple[Any, str]]:
+    """Each section with its own text (up to the next heading of any level: subsections are sections of their own)."""
+    sections = sorted(outline(content), key=lambda s: s.start)
+    out = []
+    for i, section in enumerate(sections):
+        end = sections[i + 1].start if i + 1 < len(sections) else section.end
+        out.append((section, content[section.start : max(end, section.start)].rstrip()))
+    return out
+
+
+@handles("canonical.context_pack")
+async def canonical_context_pack(ctx: ToolContext, args: ContextPackArgs) -> dict[str, Any]:
+    _, found = await _document(ctx, args.canonicalKey, None)
+    sections = [(s, text) for s, text in _own_sections(found["content"]) if text.strip()]
+    scores = _relevance(_terms(args.goal), [text for _, text in sections])
+    ranked = sorted(range(len(sections)), key=lambda i: (-scores[i], sections[i][0].start))
+    chosen, used = set(), 0
+    for i in ranked:
+        size = len(sections[i][1]) + (2 if chosen else 0)  # the blank line that joins it to the others
+        if scores[i] <= 0 or used + size > args.maxChars:
+            continue
+        chosen.add(i)
+        used += size
+    packed = [
+        {"anchor": s.anchor, "headingPath": list(s.heading_path), "title": s.title, "contentMarkdown": text}
+        for i, (s, text) in enumerate(sections)
+        if i in chosen
+    ]
+    return {
+        "canonicalKey": args.canonicalKey,
+        "versionNum": found["version_num"],
+        "sections": packed,
+        "totalChars": used,
+    }
+
+
+TROUBLESHOOTING_DAYS, TROUBLESHOOTING_LIMIT = 30, 5  # seed 001 Part 8's restore defaults
+
+
+@handles("memory.restore")
+async def memory_restore(ctx: ToolContext, args: RestoreArgs) -> dict[str, Any]:
+    """A bundle that is the same, byte for byte, for the same store and arguments: pinned canonical documents (by
+    key), the latest snapshot (the newest note), troubleshooting of the last 30 days (newest 5), then the items most
+    relevant to the goal; each in a fixed order, within maxItems and maxChars (a last block that does not fit is cut
+    to the room left, and marked so)."""
+    async with ctx.uow(ctx.scope) as uow:
+        rows = await docs.latest_items(uow.conn, ctx.scope, args.kinds, 1000)
+        now = await uow.conn.fetchval("SELECT now()")
+    picked: list[tuple[Any, str]] = []
+
+    def take(candidates: list[Any], reason: str) -> None:
+        for row in candidates:
+            if all(row["id"] != p["id"] for p, _ in picked):
+                picked.append((row, reason))
+
+    if args.includeCanonical:
+        take(sorted((r for r in rows if r["pinned"] and r["is_canonical"]), key=lambda r: r["canonical_key"]), "pinned")
+    notes = [r for r in rows if r["kind"] == "note"]
+    take(notes[:1], "latest_snapshot")
+    if args.includeRecentTroubleshooting:
+        recent = [
+            r for r in rows if r["kind"] == "troubleshooting" and (now - r["updated_at"]).days < TROUBLESHOOTING_DAYS
+        ]
+        take(recent[:TROUBLESHOOTING_LIMIT], "recent_troubleshooting")
+    if args.goal:
+        scores = _relevance(_terms(args.goal), [f"{r['title']}\n{r['content']}" for r in rows])
+        relevant = sorted((i for i in range(len(rows)) if scores[i] > 0), key=lambda i: (-scores[i], rows[i]["id"]))
+        take([rows[i] for i in relevant], "goal")
+    head = "# Restored context\n"
+    bundle, items = head, []
+    for row, reason in picked[: args.maxItems]:
+        tag = f"<!-- {row['id']} v{row['version_num']} {row['kind']} -->"
+        block = f"\n---\n\n## {row['title']}\n{tag}\n\n{row['content']}\n"
+        room = args.maxChars - len(bundle)
+        if room <= 0:
+            break
+        if len(block) > room:
+            marker = "\n[…cut to fit maxChars]\n"
+            if room <= len(marker) + 40:
+                break
+            block = block[: room - len(marker)] + marker
+        bundle += block
+        items.append(
+            {
+                "itemId": row["id"],
+                "kind": row["kind"],
+                "title": row["title"],
+                "versionNum": row["version_num"],
+                "reason": reason,
+            }  # fmt: skip
+        )
+    if len(bundle) > args.maxChars:  # only the header itself can be over a tiny maxChars
+        bundle = bundle[: args.maxChars]
+    return {"bundle": bundle, "items": items, "totalChars": len(bundle)}
