@@ -16,6 +16,8 @@ CONSUMERS: dict[str, tuple[str, ...]] = {
     "fragment.stored": ("embedder", "evaluator"),
     "fragment.amended": ("embedder", "evaluator"),
     "consolidation.requested": ("consolidator",),
+    # seed 001: a document version's chunks to embed; payload {"item_id", "version_num"}
+    "document.versioned": ("embedder",),
 }
 
 

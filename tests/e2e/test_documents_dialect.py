@@ -1,5 +1,5 @@
-"""The `documents` dialect's canonical documents (seed 001) through the gateway with the official MCP client: the
-four tools built so far (README "Status" lists what is not)."""
+"""The `documents` dialect (seed 001) through the gateway with the official MCP client, against the whole system (the
+embedder included, so search by meaning once a version's chunks are embedded)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,10 @@ pytestmark = pytest.mark.e2e
 async def test_upsert_outline_section_and_get_through_the_gateway(system):
     async with client_for(system, f"docs-{time.time_ns()}", "documents") as client:
         names = {t.name for t in (await client.list_tools()).tools}
-        assert names == {"canonical.upsert", "canonical.get", "canonical.outline", "canonical.get_section"}
+        assert names == {
+            "memory.commit", "memory.search", "memory.restore", "canonical.upsert", "canonical.get",
+            "canonical.outline", "canonical.get_section", "canonical.context_pack",
+        }  # fmt: skip
         args = {"canonicalKey": "app", "docClass": "app_spec", "title": "App", "contentMarkdown": SPEC,
                 "idempotencyKey": str(uuid.uuid4())}  # fmt: skip
         first, _ = await call(client, "canonical.upsert", args)
@@ -52,3 +55,34 @@ async def test_documents_are_mcp_resources_of_their_workspace(system):
         assert (await other.list_resources()).resources == []
         with pytest.raises(Exception, match="not found"):
             await other.read_resource(f"memento://items/{ids[1]}")
+
+
+async def test_a_paraphrase_finds_the_section_once_the_chunks_are_embedded(system):
+    import asyncio
+
+    content = (
+        "# Runbook\n\n## Database failover\n\nPromote the standby with pg_ctl promote, then repoint the pooler.\n\n"
+        "## Cache warmup\n\nPreload the top thousand keys after a deploy.\n"
+    )
+    async with client_for(system, f"docs-meaning-{time.time_ns()}", "documents") as client:
+        args = {"canonicalKey": "runbook", "docClass": "implementation_plan", "title": "Runbook",
+                "contentMarkdown": content, "idempotencyKey": str(uuid.uuid4())}  # fmt: skip
+        await call(client, "canonical.upsert", args)
+        # at once: by its words
+        found, _ = await call(client, "memory.search", {"query": "promote the standby"})
+        assert found["results"][0]["sectionAnchor"] == "h2:runbook.database-failover"
+        # no word in common: only the chunk vectors can answer, once the embedder wrote them
+        deadline = time.monotonic() + 120
+        while True:
+            found, _ = await call(client, "memory.search", {"query": "what to do when the primary DB dies"})
+            if found["results"] and found["results"][0]["sectionAnchor"] == "h2:runbook.database-failover":
+                break
+            assert time.monotonic() < deadline, f"never found by meaning: {found}"
+            await asyncio.sleep(0.3)
+        pack, _ = await call(
+            client, "canonical.context_pack", {"canonicalKey": "runbook", "goal": "cache warmup", "maxChars": 200}
+        )
+        assert [s["anchor"] for s in pack["sections"]] == ["h2:runbook.cache-warmup"]
+        bundle, _ = await call(client, "memory.restore", {"goal": "failover"})
+        again, _ = await call(client, "memory.restore", {"goal": "failover"})
+        assert bundle["bundle"] == again["bundle"] and "pg_ctl promote" in bundle["bundle"]

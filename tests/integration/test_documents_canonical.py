@@ -198,3 +198,39 @@ async def test_restore_is_byte_identical_and_within_its_limits(memory_api, tenan
     assert reasons == ["pinned", "latest_snapshot", "recent_troubleshooting", "goal"]
     tiny = await memory_api.call("memory.restore", {**args, "maxChars": 300}, tenant=tenant)
     assert tiny["result"]["totalChars"] <= 300
+
+
+DOCS = {
+    "auth": ("feature_spec", "# Auth\n\n## Sessions\n\nSession cookies expire after 12 hours of inactivity.\n"),
+    "billing": ("feature_spec", "# Billing\n\n## Invoices\n\nInvoices are generated on the first day of the month.\n"),
+    "ops": ("implementation_plan", "# Ops\n\n## Errors\n\nThe worker logs ERR_QUEUE_STALLED when Redis is away.\n"),
+}
+
+
+async def test_search_ranks_by_bm25_at_once_filters_and_boosts_canonical(memory_api, tenant):
+    for key, (doc_class, content) in DOCS.items():
+        await upsert(memory_api, tenant, content, key=key, docClass=doc_class)
+    note = {"kind": "note", "title": "Cookie note", "content": "Session cookies expire after 12 hours, says the spec."}
+    await memory_api.call("memory.commit", {"idempotencyKey": str(uuid.uuid4()), "entries": [note]}, tenant=tenant)
+
+    async def search(**args) -> list[dict]:
+        answer = await memory_api.call("memory.search", args, tenant=tenant)
+        return answer["result"]["results"]
+
+    invoices = await search(query="when are invoices generated")
+    assert invoices[0]["sectionAnchor"] == "h2:billing.invoices" and invoices[0]["isCanonical"] is True
+    # the same words in a canonical spec and in a plain note: the canonical one first
+    cookies = await search(query="session cookies expire 12 hours")
+    assert [h["isCanonical"] for h in cookies[:2]] == [True, False]
+    assert cookies[0]["score"] > cookies[1]["score"]
+    assert [h["kind"] for h in await search(query="session cookies", kinds=["note"])] == ["note"]
+    stalled = await search(query="what does ERR_QUEUE_STALLED mean")
+    assert stalled[0]["title"] == "App" and "ERR_QUEUE_STALLED" in stalled[0]["excerpt"]
+    bad = await memory_api.call("memory.search", {"query": "x", "limit": 101}, tenant=tenant)
+    assert bad["error"]["field"] == "limit"
+    zero = await memory_api.call("memory.search", {"query": "x", "limit": 0}, tenant=tenant)
+    assert zero["error"]["field"] == "limit"
+    # a new version replaces the old one in the index and the statistics
+    await upsert(memory_api, tenant, DOCS["billing"][1].replace("first day", "fifteenth day"), key="billing")
+    again = await search(query="fifteenth day invoices")
+    assert again[0]["excerpt"].count("fifteenth") == 1 and all("first day" not in h["excerpt"] for h in again)

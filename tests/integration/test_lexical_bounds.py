@@ -81,11 +81,11 @@ async def test_trigram_is_a_fallback_for_identifiers_full_text_misses(app_pool, 
 
 
 def test_the_trigram_lookup_takes_the_longest_identifier_of_the_query():
-    assert lexical._identifier("edit pg_hba.conf or postgresql.conf") == "postgresql.conf"
-    assert lexical._identifier("what broke in v2.3.1?") == "v2.3.1"
-    assert lexical._identifier("who owns billing-worker") == "billing-worker"
-    assert lexical._identifier("steps before a release 2") is None  # plain words and a lone number
-    assert lexical._identifier("error 404") is None  # full text already matches "404"
+    assert lexical.identifier_in("edit pg_hba.conf or postgresql.conf") == "postgresql.conf"
+    assert lexical.identifier_in("what broke in v2.3.1?") == "v2.3.1"
+    assert lexical.identifier_in("who owns billing-worker") == "billing-worker"
+    assert lexical.identifier_in("steps before a release 2") is None  # plain words and a lone number
+    assert lexical.identifier_in("error 404") is None  # full text already matches "404"
 
 
 async def test_capped_scans_start_at_the_table_start_so_the_same_question_meets_the_same_candidates(app_pool):

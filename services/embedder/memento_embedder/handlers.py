@@ -54,8 +54,51 @@ async def embed_requested(envelope: dict, rt: Runtime) -> None:
     await embed_fragments(list(envelope["payload"]["fragment_ids"]), rt)
 
 
+# The chunks of a document version without a vector in the profiles that take writes. Offline each chunk is embedded
+# with its heading path ahead of its text (seed 001 Part 3: a chunk alone loses the context its headings give).
+_MISSING_CHUNKS_SQL = (
+    "SELECT c.item_id, c.version_num, c.chunk_index, c.text, c.heading_path, c.tenant_id, c.workspace,"
+    " p.id AS profile_id FROM agent_memory.doc_chunks c CROSS JOIN agent_memory.embedding_profiles p"
+    " LEFT JOIN agent_memory.chunk_embeddings e ON e.item_id = c.item_id AND e.version_num = c.version_num"
+    "   AND e.chunk_index = c.chunk_index AND e.profile_id = p.id"
+    " WHERE c.item_id = $1 AND c.version_num = $2 AND p.status IN ('active', 'building') AND e.item_id IS NULL"
+    " ORDER BY c.chunk_index"
+)
+_STORE_CHUNK_SQL = (
+    "INSERT INTO agent_memory.chunk_embeddings (tenant_id, workspace, item_id, version_num, chunk_index, profile_id,"
+    " embedding) VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT DO NOTHING"
+)
+
+
+def chunk_text(heading_path: list[str], text: str) -> str:
+    return " > ".join(heading_path) + "\n\n" + text if heading_path else text
+
+
+async def embed_document_version(envelope: dict, rt: Runtime) -> None:
+    payload = envelope["payload"]
+    async with rt.pool.acquire() as conn, system_transaction(conn):
+        rows = await conn.fetch(_MISSING_CHUNKS_SQL, payload["item_id"], int(payload["version_num"]))
+    if not rows:
+        return  # embedded already (a re-delivered event), or the version is gone
+    registry = rt.state.get("registry")
+    vectors = []
+    for row in rows:
+        batcher = await registry.batcher(row["profile_id"]) if registry else rt.state["batcher"]
+        vectors.append(batcher.embed_document(chunk_text(list(row["heading_path"]), row["text"])))
+    embedded = await asyncio.gather(*vectors)
+    async with rt.pool.acquire() as conn, system_transaction(conn):
+        await conn.executemany(
+            _STORE_CHUNK_SQL,
+            [
+                (r["tenant_id"], r["workspace"], r["item_id"], r["version_num"], r["chunk_index"], r["profile_id"], v)
+                for r, v in zip(rows, embedded, strict=True)
+            ],
+        )
+
+
 HANDLERS = {
     "fragment.stored": embed_fragment,
     "fragment.amended": embed_fragment,
     "embedding.requested": embed_requested,
+    "document.versioned": embed_document_version,
 }

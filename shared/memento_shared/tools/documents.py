@@ -1,5 +1,4 @@
-"""Seed 001 tool contracts (the `documents` profile), as its Part 5 registers them (DIALECTS.md "documents").
-Not built yet: memory.search (README "Status")."""
+"""Seed 001 tool contracts (the `documents` profile), as its Part 5 registers them (DIALECTS.md "documents")."""
 
 from __future__ import annotations
 
@@ -127,6 +126,28 @@ class ContextPackResult(BaseModel):
     totalChars: int
 
 
+class SearchArgs(Args):
+    query: Annotated[str, StringConstraints(min_length=1, max_length=2000, pattern=r"\S")]
+    kinds: Annotated[list[Kind], Field(min_length=1, max_length=5)] | None = None
+    includeArchived: bool = False
+    limit: Annotated[int, Field(ge=1, le=100)] = 20
+
+
+class SearchHit(BaseModel):
+    itemId: str
+    title: str
+    kind: str
+    isCanonical: bool
+    headingPath: list[str]
+    sectionAnchor: str
+    excerpt: str = Field(description="The chunk's first 300 characters")
+    score: float
+
+
+class SearchResult(BaseModel):
+    results: list[SearchHit]
+
+
 class RestoreArgs(Args):
     goal: Annotated[str, StringConstraints(min_length=1, max_length=2000, pattern=r"\S")] | None = None
     kinds: Annotated[list[Kind], Field(min_length=1, max_length=5)] | None = None
@@ -163,6 +184,15 @@ SPECS = [
         CommitArgs,
         CommitResult,
         idempotent=True,
+    ),
+    _spec(
+        "memory.search",
+        "Search memory",
+        "Hybrid lexical (BM25) + semantic + trigram search across the workspace's documents, fused by weighted RRF "
+        "with a boost for canonical documents.",
+        SearchArgs,
+        SearchResult,
+        **_READ,
     ),
     _spec(
         "memory.restore",

@@ -140,7 +140,7 @@ async def search(
         tags,
     )
     ids = list(dict.fromkeys(r["id"] for r in rows))[:limit]  # a fragment can come from both passes
-    identifier = _identifier(text)
+    identifier = identifier_in(text)
     if len(ids) < limit and identifier:
         # identifiers that full text under-serves: trigram word similarity catches partial and punctuated matches.
         # Only as a fallback, only for the query's most specific identifier (the whole question's trigrams are
@@ -170,7 +170,7 @@ async def search(
 _WORD = re.compile(r"[0-9A-Za-z가-힣_][0-9A-Za-z가-힣_.:/\-]*[0-9A-Za-z가-힣_]")
 
 
-def _identifier(text: str) -> str | None:
+def identifier_in(text: str) -> str | None:
     """The query's longest identifier-like word (`ERR_CONN_RESET`, `pg_hba.conf`, `v2.3.1`, `billing-worker`), if any:
     punctuation inside it or letters mixed with digits, 4 to 64 characters."""
     found = [

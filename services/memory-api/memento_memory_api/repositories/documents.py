@@ -176,3 +176,133 @@ async def latest_items(
         kinds,
         limit,
     )
+
+
+# A new latest version replaces the previous one in the corpus statistics: its chunks' terms leave each term's
+# chunk count, the new chunks' terms join it, and the corpus's chunk and token totals follow.
+_STATS = """
+WITH old AS (SELECT tsv, token_estimate FROM agent_memory.doc_chunks WHERE item_id = $3 AND version_num = $4),
+new AS (SELECT tsv, token_estimate FROM agent_memory.doc_chunks WHERE item_id = $3 AND version_num = $5),
+delta AS (
+    SELECT term, sum(d)::int AS d FROM (
+        SELECT unnest(tsvector_to_array(tsv)) AS term, -1 AS d FROM old
+        UNION ALL SELECT unnest(tsvector_to_array(tsv)), 1 FROM new) x
+    GROUP BY term),
+terms AS (
+    INSERT INTO agent_memory.doc_term_stats (tenant_id, workspace, term, df)
+    SELECT $1, $2, term, d FROM delta WHERE d <> 0
+    ON CONFLICT (tenant_id, workspace, term) DO UPDATE SET df = agent_memory.doc_term_stats.df + EXCLUDED.df
+    RETURNING 1),
+corpus AS (
+    INSERT INTO agent_memory.doc_corpus (tenant_id, workspace, chunks, tokens)
+    SELECT $1, $2, (SELECT count(*) FROM new) - (SELECT count(*) FROM old),
+        (SELECT coalesce(sum(token_estimate), 0) FROM new) - (SELECT coalesce(sum(token_estimate), 0) FROM old)
+    ON CONFLICT (tenant_id, workspace) DO UPDATE SET chunks = agent_memory.doc_corpus.chunks + EXCLUDED.chunks,
+        tokens = agent_memory.doc_corpus.tokens + EXCLUDED.tokens
+    RETURNING 1)
+UPDATE agent_memory.doc_items SET latest_version = $5 WHERE id = $3
+"""
+
+
+async def make_latest(conn: asyncpg.Connection, scope: Scope, item_id: str, old: int | None, new: int) -> None:
+    await conn.execute(_STATS, scope.tenant_id, scope.workspace, item_id, old, new)
+
+
+_LIVE_CHUNK = (
+    "JOIN agent_memory.doc_items i ON i.id = c.item_id AND c.version_num = i.latest_version"
+    " AND ($3::text[] IS NULL OR i.kind = ANY($3)) AND ($4 OR i.status = 'active')"
+)
+BM25_K1, BM25_B = 1.2, 0.75
+
+# BM25 over the latest versions' chunks: each query term weighs idf = ln(1 + (N - df + 0.5) / (df + 0.5)) from the
+# workspace's statistics, and a chunk scores the sum over the terms it holds of idf x tf (k1 + 1) / (tf + k1 (1 - b +
+# b len / avglen)), len its token estimate. The matches scored are at most 2000 (the GIN index finds them).
+_BM25 = f"""
+WITH corpus AS (SELECT greatest(chunks, 1) AS n, greatest(tokens::float8 / greatest(chunks, 1), 1) AS avglen
+                FROM agent_memory.doc_corpus WHERE tenant_id = $1 AND workspace = $2),
+idf AS (SELECT q.term, ln(1 + ((SELECT n FROM corpus) - coalesce(s.df, 0) + 0.5) / (coalesce(s.df, 0) + 0.5)) AS w
+        FROM unnest($5::text[]) q(term) LEFT JOIN agent_memory.doc_term_stats s
+          ON s.tenant_id = $1 AND s.workspace = $2 AND s.term = q.term),
+cand AS MATERIALIZED (
+    SELECT c.item_id, c.version_num, c.chunk_index, c.tsv, c.token_estimate FROM agent_memory.doc_chunks c {_LIVE_CHUNK}
+    WHERE c.tenant_id = $1 AND c.workspace = $2 AND c.tsv @@ to_tsquery('simple', $6) LIMIT 2000)
+SELECT cand.item_id, cand.version_num, cand.chunk_index,
+       sum(idf.w * (t.tf * ({BM25_K1} + 1)) / (t.tf + {BM25_K1} * (1 - {BM25_B} + {BM25_B}
+           * greatest(cand.token_estimate, 1) / (SELECT avglen FROM corpus)))) AS score
+FROM cand CROSS JOIN LATERAL (
+    SELECT u.lexeme, coalesce(array_length(u.positions, 1), 1) AS tf FROM unnest(cand.tsv) u) t
+JOIN idf ON idf.term = t.lexeme
+GROUP BY 1, 2, 3 ORDER BY score DESC, 1, 3 LIMIT $7
+"""
+
+
+async def bm25(
+    conn: asyncpg.Connection, scope: Scope, words: list[str], kinds, archived: bool, limit: int
+) -> list[tuple]:
+    if not words:
+        return []
+    rows = await conn.fetch(_BM25, scope.tenant_id, scope.workspace, kinds, archived, words, " | ".join(words), limit)
+    return [(r["item_id"], r["version_num"], r["chunk_index"]) for r in rows]
+
+
+async def trigram(
+    conn: asyncpg.Connection, scope: Scope, identifier: str, kinds, archived: bool, limit: int
+) -> list[tuple]:
+    rows = await conn.fetch(
+        "WITH m AS MATERIALIZED (SELECT c.item_id, c.version_num, c.chunk_index, c.text FROM agent_memory.doc_chunks c"
+        f" {_LIVE_CHUNK} WHERE c.tenant_id = $1 AND c.workspace = $2 AND $5 <% c.text LIMIT 200)"
+        " SELECT item_id, version_num, chunk_index FROM m ORDER BY $5 <<-> text, item_id, chunk_index LIMIT $6",
+        scope.tenant_id,
+        scope.workspace,
+        kinds,
+        archived,
+        identifier,
+        limit,
+    )
+    return [(r["item_id"], r["version_num"], r["chunk_index"]) for r in rows]
+
+
+async def nearest(
+    conn: asyncpg.Connection,
+    scope: Scope,
+    profile_id: str,
+    dimension: int,
+    vector: Any,
+    kinds,
+    archived: bool,
+    limit: int,
+) -> list[tuple]:
+    """The chunks nearest the query vector in the active profile (HNSW with an iterative scan, so chunks of other
+    workspaces or old versions the index meets first do not leave the list short)."""
+    if not profile_id.replace("_", "").isalnum():
+        raise ValueError(f"bad profile id {profile_id!r}")
+    await conn.execute(
+        "SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true),"
+        f" set_config('hnsw.ef_search', '{max(40, 2 * limit)}', true)"
+    )
+    rows = await conn.fetch(
+        "SELECT c.item_id, c.version_num, c.chunk_index FROM agent_memory.chunk_embeddings e"
+        " JOIN agent_memory.doc_chunks c USING (item_id, version_num, chunk_index)"
+        f" {_LIVE_CHUNK} WHERE e.profile_id = '{profile_id}' AND e.tenant_id = $1 AND e.workspace = $2"
+        f" ORDER BY e.embedding::vector({int(dimension)}) <=> $5 LIMIT $6",
+        scope.tenant_id,
+        scope.workspace,
+        kinds,
+        archived,
+        vector,
+        limit,
+    )
+    return [(r["item_id"], r["version_num"], r["chunk_index"]) for r in rows]
+
+
+async def chunk_rows(conn: asyncpg.Connection, keys: list[tuple]) -> dict[tuple, asyncpg.Record]:
+    rows = await conn.fetch(
+        "SELECT c.item_id, c.version_num, c.chunk_index, c.text, c.heading_path, c.anchor, i.title, i.kind,"
+        " i.is_canonical FROM unnest($1::text[], $2::int[], $3::int[]) k(item_id, version_num, chunk_index)"
+        " JOIN agent_memory.doc_chunks c USING (item_id, version_num, chunk_index)"
+        " JOIN agent_memory.doc_items i ON i.id = c.item_id",
+        [k[0] for k in keys],
+        [k[1] for k in keys],
+        [k[2] for k in keys],
+    )
+    return {(r["item_id"], r["version_num"], r["chunk_index"]): r for r in rows}

@@ -1,7 +1,7 @@
 """Seed 001's documents (the `documents` profile): commits and canonical upserts with versions and idempotency keys,
 get by version, outline, sections by anchor, context packs and restore bundles (DIALECTS.md "documents"). A write is
 one transaction: the item, its new version (only when the content changed) and its chunks with their full-text
-vectors, so every read sees it at once. Not built yet: chunk embeddings and memory.search."""
+vectors, so every read sees it at once; the embedder adds the chunks' vectors from the version's event."""
 
 from __future__ import annotations
 
@@ -13,9 +13,11 @@ import uuid
 from typing import Any
 
 from memento_memory_api.context import ToolContext
-from memento_memory_api.recall.lexical import terms
+from memento_memory_api.recall.lexical import identifier_in, terms
 from memento_memory_api.repositories import documents as docs
+from memento_memory_api.tools.common import vector_now
 from memento_memory_api.tools.registry import handles
+from memento_memory_api.uow import UnitOfWork
 from memento_shared.errors import ErrorCode, MementoError, not_found, unavailable
 from memento_shared.text.chunking import chunk_markdown, outline
 from memento_shared.text.keywords import normalise_keywords
@@ -26,6 +28,7 @@ from memento_shared.tools.documents import (
     GetArgs,
     GetSectionArgs,
     RestoreArgs,
+    SearchArgs,
     UpsertArgs,
 )
 from memento_shared.tools.spec import Args
@@ -66,19 +69,25 @@ async def _once(ctx: ToolContext, tool: str, args: Args, write) -> dict[str, Any
                     field="idempotencyKey",
                 )
             return earlier["answer"]
-        answer = await write(conn)
+        answer = await write(uow)
         await docs.keep_answer(conn, scope, args.idempotencyKey, answer)
     return answer
 
 
-async def _write(conn: Any, ctx: ToolContext, item: Any, content: str, commit_id: str | None = None) -> dict[str, Any]:
-    """A new version of `item` with its chunks, unless its latest version holds this content already."""
+async def _write(
+    uow: UnitOfWork, ctx: ToolContext, item: Any, content: str, commit_id: str | None = None
+) -> dict[str, Any]:
+    """A new version of `item` with its chunks, unless its latest version holds this content already; the corpus
+    statistics follow, and the embedder is told to embed its chunks (the outbox, in the same transaction)."""
+    conn = uow.conn
     latest = await docs.version(conn, item["id"])
     content_hash = hashlib.sha256(content.encode()).hexdigest()
     if latest is not None and latest["content_hash"] == content_hash:
         return {"itemId": item["id"], "versionNum": latest["version_num"], "created": False}
     num = latest["version_num"] + 1 if latest else 1
     await docs.add_version(conn, ctx.scope, item["id"], num, content, content_hash, chunk_markdown(content), commit_id)
+    await docs.make_latest(conn, ctx.scope, item["id"], latest["version_num"] if latest else None, num)
+    uow.emit("document.versioned", {"item_id": item["id"], "version_num": num})
     return {"itemId": item["id"], "versionNum": num, "created": True}
 
 
@@ -111,9 +120,11 @@ async def canonical_upsert(ctx: ToolContext, args: UpsertArgs) -> dict[str, Any]
     content = _within_limit(ctx, args.contentMarkdown, "contentMarkdown")
     tags = normalise_keywords(args.tags or [])
 
-    async def write(conn: Any) -> dict[str, Any]:
-        item = await _canonical_item(conn, ctx, args.canonicalKey, KIND[args.docClass], args.title, args.docClass, tags)
-        return await _write(conn, ctx, item, content)
+    async def write(uow: UnitOfWork) -> dict[str, Any]:
+        item = await _canonical_item(
+            uow.conn, ctx, args.canonicalKey, KIND[args.docClass], args.title, args.docClass, tags
+        )
+        return await _write(uow, ctx, item, content)
 
     return await _once(ctx, "canonical.upsert", args, write)
 
@@ -123,15 +134,15 @@ async def memory_commit(ctx: ToolContext, args: CommitArgs) -> dict[str, Any]:
     contents = [_within_limit(ctx, e.content, f"entries.{i}.content") for i, e in enumerate(args.entries)]
     commit_id = str(uuid.uuid4())
 
-    async def write(conn: Any) -> dict[str, Any]:
+    async def write(uow: UnitOfWork) -> dict[str, Any]:
         items = []
         for entry, content in zip(args.entries, contents, strict=True):
             tags = normalise_keywords(entry.tags or [])
             if entry.canonicalKey:
-                item = await _canonical_item(conn, ctx, entry.canonicalKey, entry.kind, entry.title, None, tags)
+                item = await _canonical_item(uow.conn, ctx, entry.canonicalKey, entry.kind, entry.title, None, tags)
             else:
                 item = await docs.insert_item(
-                    conn,
+                    uow.conn,
                     ctx.scope,
                     {
                         "id": new_item_id(),
@@ -143,7 +154,7 @@ async def memory_commit(ctx: ToolContext, args: CommitArgs) -> dict[str, Any]:
                         "tags": tags,
                     },  # fmt: skip
                 )
-            items.append(await _write(conn, ctx, item, content, commit_id))
+            items.append(await _write(uow, ctx, item, content, commit_id))
         return {"commitId": commit_id, "items": items}
 
     return await _once(ctx, "memory.commit", args, write)
@@ -311,3 +322,66 @@ async def memory_restore(ctx: ToolContext, args: RestoreArgs) -> dict[str, Any]:
     if len(bundle) > args.maxChars:  # only the header itself can be over a tiny maxChars
         bundle = bundle[: args.maxChars]
     return {"bundle": bundle, "items": items, "totalChars": len(bundle)}
+
+
+LEXICAL_TOP_K, SEMANTIC_TOP_K, TRIGRAM_TOP_K = 40, 40, 20  # seed 001 Part 8
+
+
+@handles("memory.search")
+async def memory_search(ctx: ToolContext, args: SearchArgs) -> dict[str, Any]:
+    """Three ranked lists over the latest versions' chunks, fused by weighted RRF (Part 2): BM25 with the
+    workspace's corpus statistics, the nearest chunk vectors (once the embedder has run) and, for a query holding an
+    identifier, trigram similarity; canonical documents get the seed's virtual-rank boost."""
+    settings = ctx.settings
+    words = terms(args.query)
+    identifier = identifier_in(args.query)
+    query_vector = await vector_now(ctx, args.query, side="query")
+    kinds = list(args.kinds) if args.kinds else None
+    async with ctx.uow(ctx.scope) as uow:
+        conn = uow.conn
+        lists = {
+            "lexical": await docs.bm25(conn, ctx.scope, words, kinds, args.includeArchived, LEXICAL_TOP_K),
+            "trigram": (
+                await docs.trigram(conn, ctx.scope, identifier, kinds, args.includeArchived, TRIGRAM_TOP_K)
+                if identifier
+                else []
+            ),
+            "semantic": (
+                await docs.nearest(
+                    conn, ctx.scope, ctx.profile.id, ctx.profile.dimension, query_vector, kinds,
+                    args.includeArchived, max(SEMANTIC_TOP_K, args.limit),
+                )
+                if query_vector is not None
+                else []
+            ),
+        }  # fmt: skip
+        keys = list(dict.fromkeys(k for found in lists.values() for k in found))
+        rows = await docs.chunk_rows(conn, keys) if keys else {}
+    weights = {
+        "lexical": settings.document_lexical_weight,
+        "semantic": settings.document_semantic_weight,
+        "trigram": settings.document_trigram_weight,
+    }
+    k = settings.document_rrf_k
+    scores: dict[tuple, float] = {}
+    for name, found in lists.items():
+        for rank, key in enumerate(found, start=1):
+            scores[key] = scores.get(key, 0.0) + weights[name] / (k + rank)
+    for key in scores:  # canonical documents rank 1 in a virtual list, the others 1000
+        scores[key] += settings.document_canonical_boost / (k + (1 if rows[key]["is_canonical"] else 1000))
+    ranked = sorted(scores, key=lambda key: (-scores[key], key))[: args.limit]
+    return {
+        "results": [
+            {
+                "itemId": key[0],
+                "title": rows[key]["title"],
+                "kind": rows[key]["kind"],
+                "isCanonical": rows[key]["is_canonical"],
+                "headingPath": list(rows[key]["heading_path"]),
+                "sectionAnchor": rows[key]["anchor"],
+                "excerpt": rows[key]["text"][:300],
+                "score": round(scores[key], 6),
+            }
+            for key in ranked
+        ]
+    }
