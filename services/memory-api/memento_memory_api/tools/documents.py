@@ -327,6 +327,24 @@ async def memory_restore(ctx: ToolContext, args: RestoreArgs) -> dict[str, Any]:
 LEXICAL_TOP_K, SEMANTIC_TOP_K, TRIGRAM_TOP_K = 40, 40, 20  # seed 001 Part 8
 
 
+def fuse(lists: dict[str, list], canonical: dict, settings: Any) -> list[tuple[Any, float]]:
+    """Weighted RRF (seed 001 Part 2): each list adds weight / (k + rank); canonical documents add the boost's
+    weight / (k + 1) as if ranked first in a virtual list, the others / (k + 1000). Best first (ties by key)."""
+    weights = {
+        "lexical": settings.document_lexical_weight,
+        "semantic": settings.document_semantic_weight,
+        "trigram": settings.document_trigram_weight,
+    }
+    k = settings.document_rrf_k
+    scores: dict[Any, float] = {}
+    for name, found in lists.items():
+        for rank, key in enumerate(found, start=1):
+            scores[key] = scores.get(key, 0.0) + weights[name] / (k + rank)
+    for key in scores:
+        scores[key] += settings.document_canonical_boost / (k + (1 if canonical.get(key) else 1000))
+    return sorted(scores.items(), key=lambda pair: (-pair[1], pair[0]))
+
+
 @handles("memory.search")
 async def memory_search(ctx: ToolContext, args: SearchArgs) -> dict[str, Any]:
     """Three ranked lists over the latest versions' chunks, fused by weighted RRF (Part 2): BM25 with the
@@ -357,19 +375,9 @@ async def memory_search(ctx: ToolContext, args: SearchArgs) -> dict[str, Any]:
         }  # fmt: skip
         keys = list(dict.fromkeys(k for found in lists.values() for k in found))
         rows = await docs.chunk_rows(conn, keys) if keys else {}
-    weights = {
-        "lexical": settings.document_lexical_weight,
-        "semantic": settings.document_semantic_weight,
-        "trigram": settings.document_trigram_weight,
-    }
-    k = settings.document_rrf_k
-    scores: dict[tuple, float] = {}
-    for name, found in lists.items():
-        for rank, key in enumerate(found, start=1):
-            scores[key] = scores.get(key, 0.0) + weights[name] / (k + rank)
-    for key in scores:  # canonical documents rank 1 in a virtual list, the others 1000
-        scores[key] += settings.document_canonical_boost / (k + (1 if rows[key]["is_canonical"] else 1000))
-    ranked = sorted(scores, key=lambda key: (-scores[key], key))[: args.limit]
+    canonical = {key: row["is_canonical"] for key, row in rows.items()}
+    scores = dict(fuse(lists, canonical, settings))
+    ranked = list(scores)[: args.limit]
     return {
         "results": [
             {
