@@ -97,6 +97,19 @@ class Batcher:
         query, and the document a store_memory waits for on its request path, both at full priority)."""
         return await self._run(texts, input_type, "query")
 
+    async def embed_in_context(self, chunks: list[str]) -> np.ndarray | None:
+        """A document's chunks embedded together, where the provider can (Voyage's contextualized embeddings, Jina's
+        late chunking); None where it cannot."""
+        method = getattr(self.provider, "embed_in_context", None)
+        if method is None:
+            return None
+        started = time.perf_counter()
+        async with self.limiter.slot():
+            vectors = await method(chunks)
+        EMBEDDER_LATENCY.labels(self.provider.name, self.provider.model).observe(time.perf_counter() - started)
+        EMBEDDED_TEXTS.labels(self.provider.name, "document").inc(len(chunks))
+        return vectors
+
     async def embed_queries(self, texts: list[str]) -> np.ndarray:
         return await self._run(texts, "query")
 

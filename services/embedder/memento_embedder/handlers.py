@@ -57,12 +57,15 @@ async def embed_requested(envelope: dict, rt: Runtime) -> None:
 # The chunks of a document version without a vector in the profiles that take writes. Offline each chunk is embedded
 # with its heading path ahead of its text (seed 001 Part 3: a chunk alone loses the context its headings give).
 _MISSING_CHUNKS_SQL = (
-    "SELECT c.item_id, c.version_num, c.chunk_index, c.text, c.heading_path, c.tenant_id, c.workspace,"
-    " p.id AS profile_id FROM agent_memory.doc_chunks c CROSS JOIN agent_memory.embedding_profiles p"
+    "SELECT c.item_id, c.version_num, c.chunk_index, c.text, c.heading_path, c.start_char, c.end_char, c.tenant_id,"
+    " c.workspace, i.is_canonical, v.content, p.id AS profile_id FROM agent_memory.doc_chunks c"
+    " JOIN agent_memory.doc_items i ON i.id = c.item_id"
+    " JOIN agent_memory.doc_versions v ON v.item_id = c.item_id AND v.version_num = c.version_num"
+    " CROSS JOIN agent_memory.embedding_profiles p"
     " LEFT JOIN agent_memory.chunk_embeddings e ON e.item_id = c.item_id AND e.version_num = c.version_num"
     "   AND e.chunk_index = c.chunk_index AND e.profile_id = p.id"
     " WHERE c.item_id = $1 AND c.version_num = $2 AND p.status IN ('active', 'building') AND e.item_id IS NULL"
-    " ORDER BY c.chunk_index"
+    " ORDER BY p.id, c.chunk_index"
 )
 STORE_CHUNK_SQL = (
     "INSERT INTO agent_memory.chunk_embeddings (tenant_id, workspace, item_id, version_num, chunk_index, profile_id,"
@@ -75,25 +78,30 @@ def chunk_text(heading_path: list[str], text: str) -> str:
 
 
 async def embed_document_version(envelope: dict, rt: Runtime) -> None:
+    """A document version's chunks, in every profile that takes writes. A canonical document's chunks go to a provider
+    that embeds in context (Voyage, Jina) together, each as its own span without the overlap; otherwise, and offline,
+    each chunk is embedded alone with its heading path ahead of its text (seed 001 Part 3)."""
     payload = envelope["payload"]
     async with rt.pool.acquire() as conn, system_transaction(conn):
         rows = await conn.fetch(_MISSING_CHUNKS_SQL, payload["item_id"], int(payload["version_num"]))
-    if not rows:
-        return  # embedded already (a re-delivered event), or the version is gone
     registry = rt.state.get("registry")
-    vectors = []
-    for row in rows:
-        batcher = await registry.batcher(row["profile_id"]) if registry else rt.state["batcher"]
-        vectors.append(batcher.embed_document(chunk_text(list(row["heading_path"]), row["text"])))
-    embedded = await asyncio.gather(*vectors)
-    async with rt.pool.acquire() as conn, system_transaction(conn):
-        await conn.executemany(
-            STORE_CHUNK_SQL,
-            [
-                (r["tenant_id"], r["workspace"], r["item_id"], r["version_num"], r["chunk_index"], r["profile_id"], v)
-                for r, v in zip(rows, embedded, strict=True)
-            ],
-        )
+    stored = []
+    for profile_id in dict.fromkeys(r["profile_id"] for r in rows):
+        chunks = [r for r in rows if r["profile_id"] == profile_id]
+        batcher = await registry.batcher(profile_id) if registry else rt.state["batcher"]
+        vectors = None
+        if chunks[0]["is_canonical"]:
+            vectors = await batcher.embed_in_context([r["content"][r["start_char"] : r["end_char"]] for r in chunks])
+        if vectors is None:
+            jobs = [batcher.embed_document(chunk_text(list(r["heading_path"]), r["text"])) for r in chunks]
+            vectors = await asyncio.gather(*jobs)
+        stored += [
+            (r["tenant_id"], r["workspace"], r["item_id"], r["version_num"], r["chunk_index"], profile_id, v)
+            for r, v in zip(chunks, vectors, strict=True)
+        ]
+    if stored:
+        async with rt.pool.acquire() as conn, system_transaction(conn):
+            await conn.executemany(STORE_CHUNK_SQL, stored)
 
 
 HANDLERS = {

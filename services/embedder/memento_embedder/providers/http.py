@@ -27,15 +27,27 @@ class EmbeddingsApi:
     async def embed(self, texts: list[str], input_type: InputType) -> np.ndarray:
         return to_matrix(await self._post(self.body(texts, input_type)), len(texts), self.dimension)
 
+    # A provider that embeds a document's chunks in the context of the whole document (seed 001 Part 3) says how;
+    # None: it does not, and each chunk is embedded alone.
+    embed_in_context = None
+
     async def aclose(self) -> None:
         await self._client.aclose()
 
-    async def _post(self, body: dict) -> list:
+    async def _post(self, body: dict, url: str | None = None) -> list:
         """The `data[].embedding` lists of an OpenAI-shaped answer, in input order."""
+        data = await self._post_json(body, url)
+        try:
+            return [item["embedding"] for item in sorted(data, key=lambda d: d.get("index", 0))]
+        except (KeyError, TypeError, AttributeError) as exc:
+            raise ProviderError(f"{self.name} sent an unexpected body", error_type="bad_response") from exc
+
+    async def _post_json(self, body: dict, url: str | None = None) -> list:
+        """The `data` list of the answer to `body` POSTed at `url` (the embeddings endpoint by default)."""
         provider = self.name
         try:
             response = await self._client.post(
-                self._url, json=body, headers={"Authorization": f"Bearer {self._api_key}"}
+                url or self._url, json=body, headers={"Authorization": f"Bearer {self._api_key}"}
             )
         except httpx.TimeoutException as exc:
             raise ProviderError(f"{provider} timed out", error_type="timeout") from exc
@@ -49,7 +61,6 @@ class EmbeddingsApi:
                 retry_after=parse_retry_after(response.headers.get("retry-after")),
             )
         try:
-            data = response.json()["data"]
-            return [item["embedding"] for item in sorted(data, key=lambda d: d.get("index", 0))]
+            return response.json()["data"]
         except (ValueError, KeyError, TypeError) as exc:
             raise ProviderError(f"{provider} sent an unexpected body", error_type="bad_response") from exc
