@@ -9,8 +9,11 @@ import hashlib
 import json
 import math
 import secrets
+import time
 import uuid
 from typing import Any
+
+from opentelemetry import trace
 
 from memento_memory_api.context import ToolContext
 from memento_memory_api.recall.lexical import identifier_in, terms
@@ -19,6 +22,7 @@ from memento_memory_api.tools.common import vector_now
 from memento_memory_api.tools.registry import handles
 from memento_memory_api.uow import UnitOfWork
 from memento_shared.errors import ErrorCode, MementoError, not_found, unavailable
+from memento_shared.telemetry.metrics import SEARCH_LATENCY
 from memento_shared.text.chunking import chunk_markdown, outline
 from memento_shared.text.keywords import normalise_keywords
 from memento_shared.text.redaction import redact_pii
@@ -33,6 +37,7 @@ from memento_shared.tools.documents import (
 )
 from memento_shared.tools.spec import Args
 
+tracer = trace.get_tracer("memento.memory_api")
 KIND = {"app_spec": "spec", "feature_spec": "spec", "implementation_plan": "plan"}
 
 
@@ -355,28 +360,33 @@ async def memory_search(ctx: ToolContext, args: SearchArgs) -> dict[str, Any]:
     identifier = identifier_in(args.query)
     query_vector = await vector_now(ctx, args.query, side="query")
     kinds = list(args.kinds) if args.kinds else None
+    started = time.perf_counter()
     async with ctx.uow(ctx.scope) as uow:
         conn = uow.conn
-        lists = {
-            "lexical": await docs.bm25(conn, ctx.scope, words, kinds, args.includeArchived, LEXICAL_TOP_K),
-            "trigram": (
-                await docs.trigram(conn, ctx.scope, identifier, kinds, args.includeArchived, TRIGRAM_TOP_K)
-                if identifier
-                else []
-            ),
-            "semantic": (
-                await docs.nearest(
-                    conn, ctx.scope, ctx.profile.id, ctx.profile.dimension, query_vector, kinds,
-                    args.includeArchived, max(SEMANTIC_TOP_K, args.limit),
-                )
-                if query_vector is not None
-                else []
+        searches = {
+            "lexical": lambda: docs.bm25(conn, ctx.scope, words, kinds, args.includeArchived, LEXICAL_TOP_K),
+            "trigram": lambda: docs.trigram(conn, ctx.scope, identifier, kinds, args.includeArchived, TRIGRAM_TOP_K),
+            "semantic": lambda: docs.nearest(
+                conn, ctx.scope, ctx.profile.id, ctx.profile.dimension, query_vector, kinds, args.includeArchived,
+                max(SEMANTIC_TOP_K, args.limit),
             ),
         }  # fmt: skip
+        wanted = {"lexical": bool(words), "trigram": bool(identifier), "semantic": query_vector is not None}
+        lists: dict[str, list] = {}
+        for name, search in searches.items():
+            if not wanted[name]:
+                lists[name] = []
+                continue
+            # a span and a latency per list (seed 001 Part 7), so a slow search shows which list was slow
+            with tracer.start_as_current_span(f"memory.search {name}"):
+                began = time.perf_counter()
+                lists[name] = await search()
+                SEARCH_LATENCY.labels(name).observe(time.perf_counter() - began)
         keys = list(dict.fromkeys(k for found in lists.values() for k in found))
         rows = await docs.chunk_rows(conn, keys) if keys else {}
     canonical = {key: row["is_canonical"] for key, row in rows.items()}
     scores = dict(fuse(lists, canonical, settings))
+    SEARCH_LATENCY.labels("hybrid").observe(time.perf_counter() - started)
     ranked = list(scores)[: args.limit]
     return {
         "results": [
