@@ -234,3 +234,27 @@ async def test_search_ranks_by_bm25_at_once_filters_and_boosts_canonical(memory_
     await upsert(memory_api, tenant, DOCS["billing"][1].replace("first day", "fifteenth day"), key="billing")
     again = await search(query="fifteenth day invoices")
     assert again[0]["excerpt"].count("fifteenth") == 1 and all("first day" not in h["excerpt"] for h in again)
+
+
+@pytest.mark.parametrize(
+    ("tool", "arguments", "field"),
+    [
+        ("memory.commit", {"entries": [{"kind": "novel", "title": "t", "content": "c"}]}, "entries.0.kind"),
+        ("memory.commit", {"entries": []}, "entries"),
+        (
+            "memory.commit",
+            {"idempotencyKey": "key-1", "entries": [{"kind": "note", "title": "t", "content": "c"}]},
+            "idempotencyKey",
+        ),
+        ("memory.search", {"query": "x", "kinds": ["novel"]}, "kinds.0"),
+        ("memory.restore", {"maxItems": 0}, "maxItems"),
+        ("canonical.context_pack", {"canonicalKey": "app", "goal": "g", "maxChars": 0}, "maxChars"),
+    ],
+)
+async def test_other_tools_refuse_bad_input_naming_the_field(memory_api, tenant, owner_pool, tool, arguments, field):
+    if tool == "memory.commit":
+        arguments = {"idempotencyKey": str(uuid.uuid4()), **arguments}
+    answer = await memory_api.call(tool, arguments, tenant=tenant)
+    assert (answer["error"]["code"], answer["error"]["field"]) == ("INVALID_PARAMETER", field), answer
+    for table in ("doc_items", "doc_versions", "doc_chunks", "doc_commits"):
+        assert await owner_pool.fetchval(f"SELECT count(*) FROM agent_memory.{table} WHERE tenant_id = $1", tenant) == 0
