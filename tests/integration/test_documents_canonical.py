@@ -5,6 +5,7 @@ upsert, a section with its subsections, limits, isolation."""
 from __future__ import annotations
 
 import uuid
+from pathlib import Path
 
 import pytest
 
@@ -258,3 +259,40 @@ async def test_other_tools_refuse_bad_input_naming_the_field(memory_api, tenant,
     assert (answer["error"]["code"], answer["error"]["field"]) == ("INVALID_PARAMETER", field), answer
     for table in ("doc_items", "doc_versions", "doc_chunks", "doc_commits"):
         assert await owner_pool.fetchval(f"SELECT count(*) FROM agent_memory.{table} WHERE tenant_id = $1", tenant) == 0
+
+
+GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "restore_bundle.md"
+
+
+async def test_restore_matches_its_golden_file(memory_api, tenant, owner_pool):
+    """A store laid out row by row (fixed ids, fixed ages) restores to the exact bytes of tests/golden/."""
+    items = [  # id, kind, title, canonical key, pinned, hours ago, content
+        ("doc-g1", "spec", "App Spec", "app", True, 50, "# App\n\nThe app syncs notes across devices."),
+        ("doc-g2", "note", "Session notes", None, False, 1, "Working on conflict resolution for sync."),
+        ("doc-g3", "troubleshooting", "Sync loop", None, False, 30, "A stale vector clock caused the sync loop."),
+        ("doc-g4", "decision", "Last writer wins", None, False, 70, "Conflicts resolve by last writer wins."),
+        ("doc-g5", "plan", "Old plan", None, False, 90, "An unrelated plan about billing."),
+    ]
+    for item_id, kind, title, key, pinned, hours, content in items:
+        await owner_pool.execute(
+            "INSERT INTO agent_memory.doc_items (id, tenant_id, workspace, kind, title, canonical_key, is_canonical,"
+            " pinned, latest_version, updated_at) VALUES ($1, $2, 'default', $3, $4, $5::text, $5::text IS NOT NULL, $6, 1,"
+            " now() - make_interval(hours => $7::int))",
+            item_id + tenant,
+            tenant,
+            kind,
+            title,
+            key,
+            pinned,
+            hours,
+        )
+        await owner_pool.execute(
+            "INSERT INTO agent_memory.doc_versions (tenant_id, workspace, item_id, version_num, content, content_hash)"
+            " VALUES ($1, 'default', $2, 1, $3, 'h')",
+            tenant,
+            item_id + tenant,
+            content,
+        )
+    answer = await memory_api.call("memory.restore", {"goal": "sync conflicts", "maxChars": 1000}, tenant=tenant)
+    bundle = answer["result"]["bundle"].replace(tenant, "")  # ids carry the test's tenant to stay unique
+    assert bundle == GOLDEN.read_text()
