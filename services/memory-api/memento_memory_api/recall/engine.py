@@ -39,6 +39,7 @@ class Query:
 
     keywords: list[str] = field(default_factory=list)
     text: str | None = None
+    embed_text: str | None = None  # what to embed for the vector search, when not all of `text` (a long turn)
     vector: Any = None
     lexical: bool = True  # with `text`: also the full-text list (store_memory's `similar` wants meaning alone)
     topic: str | None = None
@@ -75,7 +76,7 @@ async def searching(ctx: ToolContext, query: Query) -> AsyncIterator[tuple[UnitO
     # Postgres does the lexical and keyword work, and the L1 read while the transaction opens.
     embedding = None
     if query.text and query.vector is None:
-        embedding = asyncio.create_task(_query_vector(ctx, query.text))
+        embedding = asyncio.create_task(_query_vector(ctx, query.embed_text or query.text))
     l1_read = None
     # L1 is keyed by agent namespace (admin reads span every agent), and skipped while a lost write may have left it
     # out of step or a read has just failed (recall.l1.L1Keeper): L2 answers meanwhile. L1 holds no expiry or

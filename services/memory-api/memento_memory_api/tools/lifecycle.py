@@ -38,6 +38,7 @@ from memento_shared.tools.lifecycle import AfterTurnArgs, BeforeTurnArgs
 TOPIC = "lifecycle"
 TIERS = dict(zip(("l1", "l2"), shared_sessions.FACT_TIERS, strict=True))  # daily and weekly facts, in `source`
 CONTEXT_LINE_CHARS = 2000  # a recent item's text in the recall block, at most
+EMBED_CHARS = 300  # the end of the turn's text that recall embeds
 
 
 def scoped(ctx: ToolContext, project: str | None) -> ToolContext:
@@ -86,7 +87,13 @@ async def memory_before_turn(ctx: ToolContext, args: BeforeTurnArgs) -> dict[str
         asked = "\n".join(turns.text_of(i) for i in current if i.get("role") in ("user", None)).strip()
         facts: list[tuple[str, str]] = []
         if asked and settings.memory_recall_facts_limit:
-            query = engine.Query(text=asked[:2000], limit=max(engine.CANDIDATES, settings.memory_recall_facts_limit))
+            # the whole turn for the words, its last sentences for the meaning: the model's time grows with the
+            # text (a 300-word message took 1.3 s on the offline model, where a question takes 35 ms)
+            query = engine.Query(
+                text=asked[:2000],
+                embed_text=asked[-EMBED_CHARS:],
+                limit=max(engine.CANDIDATES, settings.memory_recall_facts_limit),
+            )
             async with engine.searching(ctx, query) as (uow, found):  # the session's items in the same transaction
                 fused = found.fused()[: settings.memory_recall_facts_limit]
                 facts = [(i, found.rows[i]["content"]) for i, _ in fused]
