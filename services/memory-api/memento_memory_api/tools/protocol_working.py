@@ -4,6 +4,7 @@ are the one store's rows (tools/protocol.py). Answers read like the reference se
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime
 from typing import Any
 
@@ -16,7 +17,7 @@ from memento_memory_api.recall.lexical import terms
 from memento_memory_api.repositories import fragments as repo
 from memento_memory_api.repositories import working_memory as wm
 from memento_memory_api.tools.common import in_workspace, parse_when, short_id, vector_now, whole_text
-from memento_memory_api.tools.protocol import ranked_memories, recalled
+from memento_memory_api.tools.protocol import EMBED_CHARS, ranked_memories, recalled
 from memento_memory_api.tools.registry import Answer, handles
 from memento_shared.errors import invalid, not_found
 from memento_shared.text.keywords import normalise_keywords
@@ -230,7 +231,7 @@ async def skips_touched(ctx: ToolContext, rows: list[Any], text: str, both_ways:
     cutoff = similar.skip_cutoff(ctx.profile.id, ctx.settings.skip_min_score)
     if not rest or cutoff is None:
         return by_words
-    query = await vector_now(ctx, text, side="query")
+    query = await vector_now(ctx, text[-EMBED_CHARS:], side="query")  # its end: the model's time grows with length
     if query is None:
         return by_words
     vectors: dict[str, Any] = {}
@@ -349,6 +350,26 @@ async def memento_identity_crystallize(ctx: ToolContext, args: NoArgs) -> Answer
 async def memento_context(ctx: ToolContext, args: ContextArgs) -> Answer:
     wanted = set(args.include)
     result: dict[str, Any] = {}
+    # the memories' search (the message's embedding its longest part) runs beside the working-memory reads
+    memories = None
+    if "memories" in wanted and args.message.strip():
+        memories = asyncio.create_task(ranked_memories(ctx, args.message, CONTEXT_MEMORIES))
+    try:
+        await _working_memory_part(ctx, args, wanted, result)
+    except BaseException:
+        if memories is not None:
+            memories.cancel()
+        raise
+    if "memories" in wanted:
+        found = await memories if memories is not None else []
+        result["memories"] = {"matches": [recalled(row, score) for row, score in found]}
+    _within_budget(result, args.token_budget)
+    return Answer(result, _context_text(result))
+
+
+async def _working_memory_part(ctx: ToolContext, args: ContextArgs, wanted: set[str], result: dict) -> None:
+    """Items, skip warnings and the identity crystal, into `result`."""
+    entries: list[Any] = []
     async with ctx.uow(ctx.scope) as uow:
         if "working_memory" in wanted:
             rows = await wm.items(uow.conn, ctx.scope, None, ["active", "paused"], None)
@@ -363,11 +384,6 @@ async def memento_context(ctx: ToolContext, args: ContextArgs) -> Answer:
             result["identity"] = identity["crystal"] if identity else None
     if "skip_list" in wanted:
         result["warnings"] = [_skip(r) for r in await skips_touched(ctx, entries, args.message, both_ways=False)]
-    if "memories" in wanted:
-        found = await ranked_memories(ctx, args.message, CONTEXT_MEMORIES) if args.message.strip() else []
-        result["memories"] = {"matches": [recalled(row, score) for row, score in found]}
-    _within_budget(result, args.token_budget)
-    return Answer(result, _context_text(result))
 
 
 def _within_budget(result: dict[str, Any], budget: int) -> None:
