@@ -276,8 +276,8 @@ async def test_restore_matches_its_golden_file(memory_api, tenant, owner_pool):
     for item_id, kind, title, key, pinned, hours, content in items:
         await owner_pool.execute(
             "INSERT INTO agent_memory.doc_items (id, tenant_id, workspace, kind, title, canonical_key, is_canonical,"
-            " pinned, latest_version, updated_at) VALUES ($1, $2, 'default', $3, $4, $5::text, $5::text IS NOT NULL, $6, 1,"
-            " now() - make_interval(hours => $7::int))",
+            " pinned, latest_version, updated_at) VALUES ($1, $2, 'default', $3, $4, $5::text, $5::text IS NOT NULL,"
+            " $6, 1, now() - make_interval(hours => $7::int))",
             item_id + tenant,
             tenant,
             kind,
@@ -296,3 +296,14 @@ async def test_restore_matches_its_golden_file(memory_api, tenant, owner_pool):
     answer = await memory_api.call("memory.restore", {"goal": "sync conflicts", "maxChars": 1000}, tenant=tenant)
     bundle = answer["result"]["bundle"].replace(tenant, "")  # ids carry the test's tenant to stay unique
     assert bundle == GOLDEN.read_text()
+
+
+async def test_bm25_finds_an_identifier_by_the_words_postgres_splits_it_into(memory_api, tenant, app_pool):
+    from memento_memory_api.repositories import documents as docs
+    from memento_memory_api.uow import Scope
+
+    await upsert(memory_api, tenant, DOCS["ops"][1], key="ops", docClass="implementation_plan")
+    async with app_pool.acquire() as conn, conn.transaction():
+        await set_principal(conn, tenant_id=tenant, workspace="default", agent_id="default")
+        found = await docs.bm25(conn, Scope(tenant, "default", "default"), "ERR_QUEUE_STALLED", None, False, 5)
+    assert len(found) == 1  # the lexical list itself, not the trigram fallback

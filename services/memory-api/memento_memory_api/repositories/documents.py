@@ -8,6 +8,7 @@ from typing import Any
 import asyncpg
 
 from memento_memory_api.uow import Scope
+from memento_shared.text.keywords import STOPWORDS
 
 ITEM_COLUMNS = "id, kind, title, canonical_key, doc_class, is_canonical, status, pinned, tags, created_at, updated_at"
 
@@ -214,18 +215,22 @@ _LIVE_CHUNK = (
 )
 BM25_K1, BM25_B = 1.2, 0.75
 
-# BM25 over the latest versions' chunks: each query term weighs idf = ln(1 + (N - df + 0.5) / (df + 0.5)) from the
+# BM25 over the latest versions' chunks: the query's terms are what Postgres's parser makes of it ($5, less the
+# stopwords $6), each weighing idf = ln(1 + (N - df + 0.5) / (df + 0.5)) from the
 # workspace's statistics, and a chunk scores the sum over the terms it holds of idf x tf (k1 + 1) / (tf + k1 (1 - b +
 # b len / avglen)), len its token estimate. The matches scored are at most 2000 (the GIN index finds them).
 _BM25 = f"""
-WITH corpus AS (SELECT greatest(chunks, 1) AS n, greatest(tokens::float8 / greatest(chunks, 1), 1) AS avglen
+WITH q AS (SELECT DISTINCT t AS term FROM unnest(tsvector_to_array(to_tsvector('simple', $5))) t
+           WHERE NOT (t = ANY($6::text[]))),
+query AS (SELECT to_tsquery('simple', string_agg(quote_literal(term), ' | ')) AS tsq FROM q),
+corpus AS (SELECT greatest(chunks, 1) AS n, greatest(tokens::float8 / greatest(chunks, 1), 1) AS avglen
                 FROM agent_memory.doc_corpus WHERE tenant_id = $1 AND workspace = $2),
 idf AS (SELECT q.term, ln(1 + ((SELECT n FROM corpus) - coalesce(s.df, 0) + 0.5) / (coalesce(s.df, 0) + 0.5)) AS w
-        FROM unnest($5::text[]) q(term) LEFT JOIN agent_memory.doc_term_stats s
+        FROM q LEFT JOIN agent_memory.doc_term_stats s
           ON s.tenant_id = $1 AND s.workspace = $2 AND s.term = q.term),
 cand AS MATERIALIZED (
     SELECT c.item_id, c.version_num, c.chunk_index, c.tsv, c.token_estimate FROM agent_memory.doc_chunks c {_LIVE_CHUNK}
-    WHERE c.tenant_id = $1 AND c.workspace = $2 AND c.tsv @@ to_tsquery('simple', $6) LIMIT 2000)
+    WHERE c.tenant_id = $1 AND c.workspace = $2 AND c.tsv @@ (SELECT tsq FROM query) LIMIT 2000)
 SELECT cand.item_id, cand.version_num, cand.chunk_index,
        sum(idf.w * (t.tf * ({BM25_K1} + 1)) / (t.tf + {BM25_K1} * (1 - {BM25_B} + {BM25_B}
            * greatest(cand.token_estimate, 1) / (SELECT avglen FROM corpus)))) AS score
@@ -236,12 +241,10 @@ GROUP BY 1, 2, 3 ORDER BY score DESC, 1, 3 LIMIT $7
 """
 
 
-async def bm25(
-    conn: asyncpg.Connection, scope: Scope, words: list[str], kinds, archived: bool, limit: int
-) -> list[tuple]:
-    if not words:
-        return []
-    rows = await conn.fetch(_BM25, scope.tenant_id, scope.workspace, kinds, archived, words, " | ".join(words), limit)
+async def bm25(conn: asyncpg.Connection, scope: Scope, text: str, kinds, archived: bool, limit: int) -> list[tuple]:
+    """The chunks `text` matches, best first. Its terms come from Postgres's own parser, as the chunks' do (a query's
+    `ERR_QUEUE_STALLED` is err, queue, stalled there too), less the stopwords."""
+    rows = await conn.fetch(_BM25, scope.tenant_id, scope.workspace, kinds, archived, text, sorted(STOPWORDS), limit)
     return [(r["item_id"], r["version_num"], r["chunk_index"]) for r in rows]
 
 

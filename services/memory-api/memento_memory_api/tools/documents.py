@@ -364,7 +364,7 @@ async def memory_search(ctx: ToolContext, args: SearchArgs) -> dict[str, Any]:
     async with ctx.uow(ctx.scope) as uow:
         conn = uow.conn
         searches = {
-            "lexical": lambda: docs.bm25(conn, ctx.scope, words, kinds, args.includeArchived, LEXICAL_TOP_K),
+            "lexical": lambda: docs.bm25(conn, ctx.scope, args.query, kinds, args.includeArchived, LEXICAL_TOP_K),
             "trigram": lambda: docs.trigram(conn, ctx.scope, identifier, kinds, args.includeArchived, TRIGRAM_TOP_K),
             "semantic": lambda: docs.nearest(
                 conn, ctx.scope, ctx.profile.id, ctx.profile.dimension, query_vector, kinds, args.includeArchived,

@@ -1,0 +1,378 @@
+"""Seed 001's `documents` dialect on the whole system (started as bench.run starts it), in one run. Ranking: the
+corpus of bench/data/documents_corpus/ loaded through the gateway (official MCP client), then, once every chunk has
+its vector, each query of bench/data/documents_queries.json ranked by memory.search's lexical, semantic and trigram
+lists alone, by their fusion (memory-api's own functions under the bench principal) and by memory.search through the
+gateway (the two must agree): recall@5/@10 and MRR@20, overall and per query type. Latency: memory.search at 1 and 8
+clients beside the query-embedding time and MCP ping; canonical.upsert of a ~20 KB document beside chunk_markdown's
+time, and each upsert's answer → all its chunks searchable by meaning. Writes bench/results/documents-<time>.json
+and refreshes the README's `documents` block.
+
+    python -m bench.documents [--port P] [--data-dir DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import re
+import secrets
+import sys
+import time
+import uuid
+
+import asyncpg
+import numpy as np
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+from pgvector.asyncpg import register_vector
+
+from bench.report import RESULTS, ROOT, percentiles, replace_readme_block
+from bench.run import System, through_gateway
+from memento_memory_api.recall.lexical import identifier_in, terms
+from memento_memory_api.repositories import documents as repo
+from memento_memory_api.tools.documents import LEXICAL_TOP_K, SEMANTIC_TOP_K, TRIGRAM_TOP_K, fuse
+from memento_memory_api.uow import Scope
+from memento_shared.db.rls import set_principal
+from memento_shared.internal_http import InternalClient
+from memento_shared.settings import Settings
+from memento_shared.text.chunking import chunk_markdown, outline
+
+CORPUS = ROOT / "bench" / "data" / "documents_corpus"
+QUERIES = ROOT / "bench" / "data" / "documents_queries.json"
+LISTS = ("lexical", "semantic", "trigram", "fused", "gateway", "no_boost")
+LABEL = {"lexical": "lexical (BM25)", "semantic": "semantic", "trigram": "trigram", "fused": "fused (RRF)",
+         "gateway": "memory.search (gateway)", "no_boost": "fused, canonical boost 0 (diagnostic)"}  # fmt: skip
+TYPES = ("keyword", "paraphrase", "identifier")
+MRR_DEPTH = 20
+# query texts for the latency rows: the set's queries under these prefixes, so that no measured search meets a query
+# vector memory-api cached during the ranking (which asked the bare queries)
+PREFIXES = ("docs: ", "find: ", "search: ", "about: ", "notes on ")
+
+
+def read_corpus() -> list[dict]:
+    docs = []
+    for path in sorted(CORPUS.glob("*.md")):
+        head, body = path.read_text().split("\n---\n", 1)
+        meta = dict(line.split(": ", 1) for line in head.splitlines()[1:])
+        tags = [t.strip() for t in meta.get("tags", "").split(",") if t.strip()]
+        docs.append({"kind": meta["kind"], "title": meta["title"].strip('"'), "docClass": meta.get("docClass"),
+                     "canonicalKey": meta.get("canonicalKey"), "tags": tags, "content": body})  # fmt: skip
+    return docs
+
+
+def gateway(system: System, workspace: str) -> Client:
+    headers = {"Authorization": f"Bearer {system.secrets['access_key']}", "X-Memento-Workspace": workspace}
+    url = f"{system.info['mcp_url']}?profile=documents"
+    return Client(streamable_http_client(url, http_client=create_mcp_http_client(headers=headers)))
+
+
+async def call(client: Client, tool: str, arguments: dict) -> dict:
+    result = await client.call_tool(tool, arguments)
+    if result.is_error:
+        raise SystemExit(f"bench: {tool} failed: {result.content[0].text}")
+    return result.structured_content
+
+
+async def load(client: Client, docs: list[dict]) -> dict[str, str]:
+    """Every document through the tools: canonical.upsert for canonical ones, memory.commit (10 a commit) for the
+    rest. Returns item ids by canonicalKey and by title."""
+    ids: dict[str, str] = {}
+    for d in docs:
+        if d["canonicalKey"]:
+            args = {"canonicalKey": d["canonicalKey"], "docClass": d["docClass"], "title": d["title"],
+                    "contentMarkdown": d["content"], "tags": d["tags"]}  # fmt: skip
+            args["idempotencyKey"] = str(uuid.uuid4())
+            ids[d["canonicalKey"]] = ids[d["title"]] = (await call(client, "canonical.upsert", args))["itemId"]
+    rest = [d for d in docs if not d["canonicalKey"]]
+    for i in range(0, len(rest), 10):
+        batch = rest[i : i + 10]
+        entries = [{"kind": d["kind"], "title": d["title"], "content": d["content"], "tags": d["tags"]} for d in batch]
+        answer = await call(client, "memory.commit", {"idempotencyKey": str(uuid.uuid4()), "entries": entries})
+        ids.update((d["title"], item["itemId"]) for d, item in zip(batch, answer["items"], strict=True))
+    return ids
+
+
+async def embedded(owner: asyncpg.Connection, workspace: str, profile: str, item=None, poll=0.5, timeout=900) -> int:
+    """Wait until every latest-version chunk of the workspace (or of one item) has a vector in the profile; returns
+    how many still have none (0 unless the timeout passed)."""
+    deadline = time.monotonic() + timeout
+    while missing := await owner.fetchval(
+        "SELECT count(*) FROM agent_memory.doc_chunks c JOIN agent_memory.doc_items i ON i.id = c.item_id"
+        " AND c.version_num = i.latest_version WHERE c.workspace = $1 AND ($3::text IS NULL OR c.item_id = $3)"
+        " AND NOT EXISTS (SELECT 1 FROM agent_memory.chunk_embeddings e WHERE e.item_id = c.item_id"
+        " AND e.version_num = c.version_num AND e.chunk_index = c.chunk_index AND e.profile_id = $2)",
+        workspace, profile, item,
+    ):  # fmt: skip
+        if time.monotonic() > deadline:
+            return missing
+        await asyncio.sleep(poll)
+    return 0
+
+
+def answers(query: dict, docs: dict[str, dict], ids: dict[str, str]) -> list[tuple[str, list[str]]]:
+    """A query's answers as (item id, heading path): `section` is an anchor or a heading title of the document."""
+    out = []
+    for r in query["relevant"]:
+        sections = outline(docs[r["doc"]]["content"])
+        by_anchor = re.match(r"h\d:", r["section"])
+        found = [s for s in sections if (s.anchor if by_anchor else s.title.lower()) == r["section"].lower()]
+        if len(found) != 1:
+            raise SystemExit(f"bench: {query['id']}: section {r['section']!r} of {r['doc']!r} found {len(found)} times")
+        out.append((ids[r["doc"]], found[0].heading_path))
+    return out
+
+
+def measure(ranked: list[tuple[str, list[str]]], relevant: list[tuple[str, list[str]]]) -> dict[str, float]:
+    def hit(answer: tuple[str, list[str]], result: tuple[str, list[str]]) -> bool:
+        return result[0] == answer[0] and list(result[1][: len(answer[1])]) == list(answer[1])
+
+    def recall(k: int) -> float:
+        return sum(any(hit(a, r) for r in ranked[:k]) for a in relevant) / len(relevant)
+
+    first = next((n for n, r in enumerate(ranked[:MRR_DEPTH], 1) if any(hit(a, r) for a in relevant)), None)
+    return {"recall@5": recall(5), "recall@10": recall(10), "mrr": 1 / first if first else 0.0}
+
+
+async def embed(embedder: InternalClient, text: str, profile: str) -> np.ndarray:
+    answer = await embedder.post_json("/v1/embeddings", {"input": [text], "input_type": "query", "profile": profile})
+    if answer.status != 200:
+        raise SystemExit(f"bench: the embedder answered HTTP {answer.status}")
+    return np.asarray(json.loads(answer.content)["data"][0]["embedding"], dtype=np.float32)
+
+
+async def rank(system: System, client: Client, workspace: str, profile: tuple[str, int], queries, docs, ids) -> dict:
+    """Each query's three lists, their fusion and (a diagnostic) their fusion without the canonical boost, computed
+    in-process with memory.search's own functions under its principal, and memory.search's answer through the
+    gateway, each scored against the query's answers."""
+    settings = Settings(DATABASE_URL=system.info["database_url"], REDIS_URL=system.info["redis_url"])
+    no_boost = settings.model_copy(update={"document_canonical_boost": 0.0})  # the same lists, fused without it
+    scope = Scope(tenant_id="default", workspace=workspace, agent_id="default")
+    embedder = InternalClient(system.service_url("embedder"), timeout_s=30)
+    conn = await asyncpg.connect(system.info["database_url"], server_settings={"search_path": "agent_memory,public"})
+    await register_vector(conn)
+    per_query, disagree = [], []
+    try:
+        for q in queries:
+            words, identifier = terms(q["query"]), identifier_in(q["query"])
+            vector = await embed(embedder, q["query"], profile[0])
+            async with conn.transaction():
+                await set_principal(conn, tenant_id="default", workspace=workspace, agent_id="default")
+                lists = {
+                    "lexical": (await repo.bm25(conn, scope, q["query"], None, False, LEXICAL_TOP_K) if words else []),
+                    "semantic": await repo.nearest(conn, scope, *profile, vector, None, False, SEMANTIC_TOP_K),
+                    "trigram": (
+                        await repo.trigram(conn, scope, identifier, None, False, TRIGRAM_TOP_K) if identifier else []
+                    ),
+                }
+                rows = await repo.chunk_rows(conn, list({k for found in lists.values() for k in found}))
+            canonical = {k: r["is_canonical"] for k, r in rows.items()}
+            fused = fuse(lists, canonical, settings)
+            lists["no_boost"] = [key for key, _ in fuse(lists, canonical, no_boost)]
+            lists["fused"] = [key for key, _ in fused]
+            ranked = {name: [(k[0], list(rows[k]["heading_path"])) for k in keys] for name, keys in lists.items()}
+            found = (await call(client, "memory.search", {"query": q["query"], "limit": MRR_DEPTH}))["results"]
+            ranked["gateway"] = [(r["itemId"], r["headingPath"]) for r in found]
+            mine = [(k[0], rows[k]["anchor"], round(s, 6)) for k, s in fused[:MRR_DEPTH]]
+            if mine != [(r["itemId"], r["sectionAnchor"], r["score"]) for r in found]:
+                disagree.append(q["id"])
+            relevant = answers(q, docs, ids)
+            per_query.append({"id": q["id"], "type": q["type"], "trigram_ran": identifier is not None,
+                              **{name: measure(ranked[name], relevant) for name in LISTS}})  # fmt: skip
+    finally:
+        await conn.close()
+        await embedder.aclose()
+    summary = {}
+    for group in ("all", *TYPES):
+        chosen = [p for p in per_query if group in ("all", p["type"])]
+        summary[group] = {"queries": len(chosen), "trigram_ran": sum(p["trigram_ran"] for p in chosen)} | {
+            name: {m: round(sum(p[name][m] for p in chosen) / len(chosen), 3) for m in ("recall@5", "recall@10", "mrr")}
+            for name in LISTS
+        }
+    return {"summary": summary, "fused_vs_gateway_disagree": disagree, "per_query": per_query}
+
+
+async def search_latency(system: System, workspace: str, texts: list[str], concurrency: int, ops: int) -> dict:
+    latencies: list[float] = []
+    pool = iter(texts)
+
+    async def loop(count: int) -> None:
+        async with gateway(system, workspace) as client:
+            for i in range(count + 3):  # the first three warm the session, unmeasured
+                started = time.perf_counter()
+                await call(client, "memory.search", {"query": next(pool)})
+                if i >= 3:
+                    latencies.append(time.perf_counter() - started)
+
+    started = time.perf_counter()
+    await asyncio.gather(*(loop(ops // concurrency) for _ in range(concurrency)))
+    return percentiles(latencies) | {"throughput_per_s": round(len(latencies) / (time.perf_counter() - started), 1)}
+
+
+def big_document(docs: list[dict], size: int = 20_000) -> str:
+    """Corpus documents under one title, each heading a level down, up to `size` bytes + 5 %."""
+    parts = ["# Parcelwise handbook (bench copy)\n"]
+    for d in docs:
+        part = re.sub(r"^(#{1,5}) ", r"#\1 ", d["content"], flags=re.M)
+        if len("\n".join([*parts, part]).encode()) <= size * 1.05:
+            parts.append(part)
+    return "\n".join(parts)
+
+
+async def upsert_latency(client, owner, workspace: str, profile: str, content: str, count: int) -> dict:
+    """canonical.upsert of a new version of the same ~20 KB document, `count` times; after each answer, the time
+    until every chunk of that version has its vector (polled every 10 ms), before the next upsert."""
+    upserts, searchable = [], []
+    for n in range(count):
+        args = {"canonicalKey": "bench/handbook", "docClass": "app_spec", "title": "Parcelwise handbook",
+                "contentMarkdown": f"{content}\n\nRevision {secrets.token_hex(4)}-{n}.\n",
+                "idempotencyKey": str(uuid.uuid4())}  # fmt: skip
+        started = time.perf_counter()
+        answer = await call(client, "canonical.upsert", args)
+        answered = time.perf_counter()
+        upserts.append(answered - started)
+        if await embedded(owner, workspace, profile, answer["itemId"], poll=0.01, timeout=300):
+            raise SystemExit("bench: an upserted version's chunks had no vectors after 5 minutes")
+        searchable.append(time.perf_counter() - answered)
+    return {"upsert": percentiles(upserts), "answer_to_searchable": percentiles(searchable)}
+
+
+async def main_async(args: argparse.Namespace) -> dict:
+    args.url = None  # bench.run's System: always a system of our own
+    docs, queries = read_corpus(), json.loads(QUERIES.read_text())["queries"]
+    by_name = {d["title"]: d for d in docs} | {d["canonicalKey"]: d for d in docs if d["canonicalKey"]}
+    workspace = f"bench-docs-{secrets.token_hex(3)}"  # a kept data dir gets a fresh corpus each run
+    system = System(args)
+    system.start()
+    owner = None
+    try:
+        owner = await asyncpg.connect(system.owner_url())
+        profile = tuple(
+            await owner.fetchrow("SELECT id, dimension FROM agent_memory.embedding_profiles WHERE is_active")
+        )
+        results: dict = {
+            "machine": f"{platform.machine()}, {os.cpu_count()} cores",
+            "command": "python -m bench.documents " + " ".join(sys.argv[1:]),
+            "profile": profile[0],
+            "corpus": {"documents": len(docs), "canonical": sum(bool(d["canonicalKey"]) for d in docs)},
+        }
+        async with gateway(system, workspace) as client:
+            started = time.perf_counter()
+            ids = await load(client, docs)
+            results["corpus"]["load_s"] = round(time.perf_counter() - started, 2)
+            results["corpus"]["chunks"] = await owner.fetchval(
+                "SELECT count(*) FROM agent_memory.doc_chunks WHERE workspace = $1", workspace
+            )
+            print(f"bench: loaded {len(docs)} documents ({results['corpus']['chunks']} chunks)", flush=True)
+            started = time.perf_counter()
+            if missing := await embedded(owner, workspace, profile[0]):
+                raise SystemExit(f"bench: {missing} chunks still have no vector after 15 minutes")
+            results["corpus"]["embedded_after_s"] = round(time.perf_counter() - started, 1)
+            print(f"bench: every chunk embedded {results['corpus']['embedded_after_s']} s after the load", flush=True)
+            results["ranking"] = await rank(system, client, workspace, profile, queries, by_name, ids)
+
+            embedder, times = InternalClient(system.service_url("embedder"), timeout_s=30), []
+            for text in ["lookup: " + q["query"] for q in queries]:  # other texts than every search's
+                started = time.perf_counter()
+                await embed(embedder, text, profile[0])
+                times.append(time.perf_counter() - started)
+            await embedder.aclose()
+            results["query_embedding"] = percentiles(times[3:])  # the first three warm it, unmeasured
+            texts = [p + q["query"] for p in PREFIXES for q in queries]
+            latency = results["latency"] = {}
+            for c in args.concurrency:
+                latency[f"ping|c{c}"] = percentiles(await through_gateway(system, None, "ping", c, args.ops))
+                latency[f"memory.search|c{c}"] = await search_latency(system, workspace, texts, c, args.ops)
+                texts = texts[args.ops + 3 * c :]
+                print(f"  memory.search c={c}: {latency[f'memory.search|c{c}']}", flush=True)
+            content = big_document(docs)
+            results["upsert_document"] = {"bytes": len(content.encode()), "chunks": len(chunk_markdown(content))}
+            times = []
+            for _ in range(101):  # the first call loads the tokenizer: unmeasured
+                started = time.perf_counter()
+                chunk_markdown(content)
+                times.append(time.perf_counter() - started)
+            results["chunk_markdown"] = percentiles(times[1:])
+            results.update(await upsert_latency(client, owner, workspace, profile[0], content, args.upserts))
+        return results
+    finally:
+        if owner is not None:
+            await owner.close()
+        system.stop()
+
+
+def lines(results: dict) -> tuple[list[str], list[str]]:
+    """The ranking table and the latency rows, as markdown."""
+    s = results["ranking"]["summary"]
+    table = ["| ranking | recall@5 | recall@10 | MRR@20 | " + " | ".join(f"{t} r@10 / MRR" for t in TYPES) + " |",
+             "|---|---|---|---|" + "---|" * len(TYPES)]  # fmt: skip
+    for name in LISTS:
+        cells = [s["all"][name][m] for m in ("recall@5", "recall@10", "mrr")]
+        cells += [f"{s[t][name]['recall@10']} / {s[t][name]['mrr']}" for t in TYPES]
+        table.append(f"| {LABEL[name]} | " + " | ".join(map(str, cells)) + " |")
+    embed_p95, chunking = results["query_embedding"]["p95_ms"], results["chunk_markdown"]["p95_ms"]
+
+    def against(p95: float, target: float, rule: str) -> str:
+        return f"≤ {target:.2f} ({rule}) {'✓' if p95 <= target else '✗'}"
+
+    rows = [
+        "| operation | clients | p50 ms | p95 ms | target p95 |",
+        "|---|---|---|---|---|",
+        f"| query embedding alone (embedder HTTP) | 1 | {results['query_embedding']['p50_ms']} | {embed_p95} | — |",
+    ]
+    for key, stats in results["latency"].items():
+        op, level = key.split("|")
+        target = "— (floor)" if op == "ping" else against(stats["p95_ms"], embed_p95 + 20, "embedding + 20")
+        rows.append(f"| {op} | {level[1:]} | {stats['p50_ms']} | {stats['p95_ms']} | {target} |")
+    up, lag = results["upsert"], results["answer_to_searchable"]
+    size = f"{results['upsert_document']['bytes'] / 1000:.1f} KB, {results['upsert_document']['chunks']} chunks"
+    upsert_target = against(up["p95_ms"], 50 + chunking, "50 + chunking")
+    rows += [
+        f"| chunk_markdown alone ({size}) | 1 | {results['chunk_markdown']['p50_ms']} | {chunking} | — |",
+        f"| canonical.upsert ({size}) | 1 | {up['p50_ms']} | {up['p95_ms']} | {upsert_target} |",
+        f"| upsert answer → every chunk searchable by meaning | 1 | {lag['p50_ms']} | {lag['p95_ms']} | — |",
+    ]
+    return table, rows
+
+
+def markdown(results: dict) -> str:
+    table, rows = lines(results)
+    corpus, ranking = results["corpus"], results["ranking"]
+    s = ranking["summary"]
+    return "\n".join([
+        f"Latest: {corpus['documents']} documents ({corpus['canonical']} canonical, {corpus['chunks']} chunks), "
+        f"{s['all']['queries']} queries ({', '.join(str(s[t]['queries']) + ' ' + t for t in TYPES)}; the trigram "
+        f"list runs for the {s['all']['trigram_ran']} holding an identifier-like word), {results['machine']}. "
+        f"Produced by `{results['command'].strip()}` (`bench/results/{results['file']}`). Fusion computed "
+        f"in-process with memory.search's functions; memory.search through the gateway differed from it on "
+        f"{len(ranking['fused_vs_gateway_disagree'])} queries.", "", *table, "", *rows,
+    ])  # fmt: skip
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data-dir", help="data dir for the started system (default: a fresh temporary one)")
+    parser.add_argument("--port", type=int, default=56532, help="gateway port of the started system")
+    parser.add_argument("--ops", type=int, default=200, help="measured memory.search calls per concurrency level")
+    parser.add_argument("--upserts", type=int, default=30, help="measured canonical.upserts of the ~20 KB document")
+    parser.add_argument("--concurrency", type=lambda s: [int(x) for x in s.split(",")], default=[1, 8])
+    parser.add_argument("--no-readme", action="store_true", help="do not refresh the README block")
+    args = parser.parse_args()
+    results = asyncio.run(main_async(args))
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    results["file"] = f"documents-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    (RESULTS / results["file"]).write_text(json.dumps(results, indent=2) + "\n")
+    table, rows = lines(results)
+    print("\n" + "\n".join(table) + "\n\n" + "\n".join(rows))
+    disagree = results["ranking"]["fused_vs_gateway_disagree"]
+    print(f"\nfused in-process vs memory.search through the gateway: {len(disagree)} queries differ {disagree or ''}")
+    if not args.no_readme:
+        replace_readme_block("documents", markdown(results))
+    print(f"bench: results written to bench/results/{results['file']}")
+
+
+if __name__ == "__main__":
+    main()
