@@ -39,7 +39,11 @@ def percentiles(latencies: list[float]) -> dict:
 
 
 def target_ms(op: str, path: str, level: str, results: dict) -> float | None:
-    target = TARGETS[op][0]
+    return resolve_target(TARGETS[op][0], path, level, results)
+
+
+def resolve_target(target: float | str | None, path: str, level: str, results: dict) -> float | None:
+    """A p95 target in ms: a number as it is, or a rule ("embed+20", "ping+10") read from the same run's results."""
     if target == "embed+20":
         return round(results["query_embedding"]["p95_ms"] + 20, 2)
     if target == "ping+10":
