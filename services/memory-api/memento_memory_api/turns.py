@@ -10,6 +10,7 @@ import time
 from typing import Any
 
 from memento_shared.errors import invalid
+from memento_shared.sessions import text_of
 from memento_shared.settings import Settings
 from memento_shared.text.tokenizer import count_tokens
 from memento_shared.tools.lifecycle import ResponseItem
@@ -23,16 +24,6 @@ def default_turn_id() -> str:
 
 def as_dict(item: ResponseItem) -> dict[str, Any]:
     return item.model_dump(exclude_none=True)
-
-
-def text_of(item: dict[str, Any]) -> str:
-    """The text a message carries (its text parts, joined); '' for other items."""
-    content = item.get("content")
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "\n".join(p["text"] for p in content if isinstance(p, dict) and isinstance(p.get("text"), str))
-    return ""
 
 
 def is_recall(item: dict[str, Any]) -> bool:
