@@ -325,8 +325,9 @@ def _let_system_user_reach(folder: Path) -> None:
         for path in [install, *install.rglob("*")]:
             is_exec = path.is_dir() or path.parent.name == "bin"
             _add_mode(path, stat.S_IROTH | stat.S_IRGRP | (search if is_exec else 0))
-        for parent in install.parents:
-            _add_mode(parent, search)
+    # a world-readable wheel inside a private folder (a clone in /root, 0700) is still out of the user's reach
+    for parent in install.parents:
+        _add_mode(parent, search)
 
 
 def _server_env() -> dict[str, str]:
