@@ -169,8 +169,8 @@ class DialectWorkload(Workload):
         return super().args(op)
 
 
-def gateway_client(system: System, profile: str) -> Client:
-    headers = {"Authorization": f"Bearer {system.secrets['access_key']}", "X-Memento-Workspace": WORKSPACE}
+def gateway_client(system: System, profile: str, workspace: str = WORKSPACE) -> Client:
+    headers = {"Authorization": f"Bearer {system.secrets['access_key']}", "X-Memento-Workspace": workspace}
     url = f"{system.info['mcp_url']}?profile={profile}"
     return Client(streamable_http_client(url, http_client=create_mcp_http_client(headers=headers)))
 

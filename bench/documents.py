@@ -26,10 +26,9 @@ import uuid
 import asyncpg
 import numpy as np
 from mcp import Client
-from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._httpx_utils import create_mcp_http_client
 from pgvector.asyncpg import register_vector
 
+from bench.dialects import call, gateway_client
 from bench.report import RESULTS, ROOT, percentiles, replace_readme_block
 from bench.run import System, through_gateway
 from memento_memory_api.recall.lexical import identifier_in, terms
@@ -62,19 +61,6 @@ def read_corpus() -> list[dict]:
         docs.append({"kind": meta["kind"], "title": meta["title"].strip('"'), "docClass": meta.get("docClass"),
                      "canonicalKey": meta.get("canonicalKey"), "tags": tags, "content": body})  # fmt: skip
     return docs
-
-
-def gateway(system: System, workspace: str) -> Client:
-    headers = {"Authorization": f"Bearer {system.secrets['access_key']}", "X-Memento-Workspace": workspace}
-    url = f"{system.info['mcp_url']}?profile=documents"
-    return Client(streamable_http_client(url, http_client=create_mcp_http_client(headers=headers)))
-
-
-async def call(client: Client, tool: str, arguments: dict) -> dict:
-    result = await client.call_tool(tool, arguments)
-    if result.is_error:
-        raise SystemExit(f"bench: {tool} failed: {result.content[0].text}")
-    return result.structured_content
 
 
 async def load(client: Client, docs: list[dict]) -> dict[str, str]:
@@ -200,7 +186,7 @@ async def search_latency(system: System, workspace: str, texts: list[str], concu
     pool = iter(texts)
 
     async def loop(count: int) -> None:
-        async with gateway(system, workspace) as client:
+        async with gateway_client(system, "documents", workspace) as client:
             for i in range(count + 3):  # the first three warm the session, unmeasured
                 started = time.perf_counter()
                 await call(client, "memory.search", {"query": next(pool)})
@@ -259,7 +245,7 @@ async def main_async(args: argparse.Namespace) -> dict:
             "profile": profile[0],
             "corpus": {"documents": len(docs), "canonical": sum(bool(d["canonicalKey"]) for d in docs)},
         }
-        async with gateway(system, workspace) as client:
+        async with gateway_client(system, "documents", workspace) as client:
             started = time.perf_counter()
             ids = await load(client, docs)
             results["corpus"]["load_s"] = round(time.perf_counter() - started, 2)

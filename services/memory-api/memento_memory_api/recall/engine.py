@@ -56,7 +56,6 @@ class Found:
     tiers: dict[str, str] = field(default_factory=dict)  # id -> the first tier that found it (L1, L2, L3)
     similarity: dict[str, float] = field(default_factory=dict)  # id -> cosine, for vector hits
     ranked: list[list[str]] = field(default_factory=list)  # the lists a relevance order fuses, each best first
-    vector_searched: bool = False  # a query vector existed and the vector list is among `ranked`
 
     def fused(self) -> list[tuple[str, float]]:
         """The ranked lists fused by RRF: (id, score) best first; rows no list ranked are not included."""
@@ -210,7 +209,6 @@ async def _by_text(
             found.tiers.setdefault(row["id"], "L3")
             found.similarity[row["id"]] = float(row["similarity"])
         found.ranked.append([r["id"] for r in hits])
-        found.vector_searched = True
     elif strategy is not None:
         await vector.release(conn, strategy)
     if query.text and query.lexical:
