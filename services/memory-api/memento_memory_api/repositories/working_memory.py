@@ -223,7 +223,9 @@ async def health(conn: asyncpg.Connection, scope: Scope, agents: list[str] | Non
         "   FROM agent_memory.wm_items WHERE tenant_id = $1 AND workspace = $2 GROUP BY status) s) AS items,"
         " (SELECT jsonb_build_object('total', count(*), 'expired', count(*) FILTER (WHERE expires_at <= now()))"
         "   FROM agent_memory.skip_entries WHERE tenant_id = $1 AND workspace = $2) AS skips,"
-        " (SELECT count(*) FROM agent_memory.identity_snapshots WHERE tenant_id = $1 AND workspace = $2) AS identities",
+        " (SELECT count(*) FROM agent_memory.identity_snapshots WHERE tenant_id = $1 AND workspace = $2) AS identities,"
+        " (SELECT max(decayed_at) FROM agent_memory.protocol_decay WHERE tenant_id = $1 AND workspace = $2)"
+        "   AS last_decay",
         scope.tenant_id,
         scope.workspace,
         agents,

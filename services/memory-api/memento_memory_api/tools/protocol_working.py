@@ -440,11 +440,7 @@ def _context_text(result: dict[str, Any]) -> str:
 async def memento_health(ctx: ToolContext, args: NoArgs) -> Answer:
     async with ctx.uow(ctx.scope) as uow:
         counts = await wm.health(uow.conn, ctx.scope, ctx.visible_agents())
-        last_decay = await uow.conn.fetchval(
-            "SELECT max(decayed_at) FROM agent_memory.protocol_decay WHERE tenant_id = $1 AND workspace = $2",
-            ctx.scope.tenant_id,
-            ctx.scope.workspace,
-        )
+    last_decay = counts["last_decay"]
     memories = counts["memories"]
     active = memories["total"] - memories["expired"] - memories["consolidated"]
     items = counts["items"]
