@@ -167,8 +167,12 @@ async def test_the_environment_names_the_profile_to_build_and_never_switches_bac
             "SELECT status, base_url, is_active FROM agent_memory.embedding_profiles WHERE id = $1", profile_id
         )
         assert dict(row) == {"status": "building", "base_url": "http://127.0.0.1:9/v1", "is_active": False}
-        indexes = {r["indexname"] for r in await wenv.owner.fetch("SELECT indexname FROM pg_indexes")}
+        indexes = {r["indexname"]: r["indexdef"] for r in await wenv.owner.fetch("SELECT * FROM pg_indexes")}
         assert f"fragment_embeddings_hnsw_{profile_id}" in indexes
+        # document chunks get theirs too (seed 001 Part 1), partial on the profile, with the dimension's parameters
+        chunk_index = indexes[f"chunk_embeddings_hnsw_{profile_id}"]
+        assert "vector(32)" in chunk_index and f"profile_id = '{profile_id}'" in chunk_index, chunk_index
+        assert "m='16'" in chunk_index and "ef_construction='64'" in chunk_index, chunk_index
 
         await wenv.owner.execute(
             "UPDATE agent_memory.embedding_profiles SET status = 'standby' WHERE id = $1", profile_id

