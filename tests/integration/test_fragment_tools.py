@@ -107,7 +107,10 @@ async def test_two_agents_link_the_same_shared_fragments_each_their_own_edge(mem
 
 # --- amend ----------------------------------------------------------------------------------------------------
 async def test_amend_archives_rederives_and_reembeds(memory_api, tenant, owner_pool, redis_client):
-    a = await remember(memory_api, tenant, "deploy window is Friday", keywords=["deploy", "friday"], topic="ops")
+    a = await remember(memory_api, tenant, "deploy window is Friday", topic="ops")  # keywords extracted
+    assert {"deploy", "friday"} <= set(
+        await owner_pool.fetchval("SELECT keywords FROM agent_memory.fragments WHERE id = $1", a)
+    )
     other = await remember(memory_api, tenant, "unrelated")
     await memory_api.call("link", {"fromId": a, "toId": other}, tenant=tenant)
     answer = await memory_api.call(
@@ -130,6 +133,17 @@ async def test_amend_archives_rederives_and_reembeds(memory_api, tenant, owner_p
     assert await ids_for(memory_api, tenant, keywords=["monday"]) == [a]
     assert None is await redis_client.zscore(f"memento:l1:{{{tenant}}}:default:default:friday", a)
     assert None is not await redis_client.zscore(f"memento:l1:{{{tenant}}}:default:default:deploy", a)  # kept
+
+
+async def test_amend_of_the_content_keeps_the_keywords_the_caller_gave(memory_api, tenant, owner_pool):
+    """Issue 28 item 7: the caller's own keywords are what it will recall by; only extracted ones follow the text."""
+    given = await remember(memory_api, tenant, "deploy window is Friday", keywords=["release-train"], topic="ops")
+    await memory_api.call("amend", {"id": given, "content": "deploy window is Monday"}, tenant=tenant)
+    assert await ids_for(memory_api, tenant, keywords=["release-train"]) == [given]
+    await memory_api.call("amend", {"id": given, "keywords": ["release-bus"]}, tenant=tenant)
+    await memory_api.call("amend", {"id": given, "content": "deploy window is Tuesday"}, tenant=tenant)
+    keywords = await owner_pool.fetchval("SELECT keywords FROM agent_memory.fragments WHERE id = $1", given)
+    assert keywords == ["release-bus"]
 
 
 async def test_amend_to_another_fragments_content_is_a_conflict_and_changes_nothing(memory_api, tenant, owner_pool):

@@ -22,7 +22,7 @@ def fragment(
         "similarity": round(similarity, 4) if similarity is not None else None,
         "tier": tier,
         "linked": linked,
-    }
+    } | ({"caseId": row["case_id"]} if row.get("case_id") else {})
 
 
 def memory(row: Any, relevance: float | None = None) -> dict[str, Any]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, StringConstraints
 
@@ -20,7 +20,13 @@ Topic = Annotated[str, StringConstraints(min_length=1, max_length=200, pattern=r
 Score = Annotated[float, Field(ge=0.0, le=1.0)]
 
 
-class RememberArgs(Args):
+CaseId = Annotated[str, StringConstraints(min_length=1, max_length=128, pattern=r"\S")]
+BATCH_MAX = 200
+
+
+class FragmentFields(Args):
+    """What one fragment is made of: remember's arguments, and each entry of batch_remember."""
+
     content: Annotated[str, StringConstraints(min_length=1, max_length=20000, pattern=r"\S")] = Field(
         description="Fragment content. ≤300 characters; truncated with an ellipsis on overflow. PII is masked."
     )
@@ -31,14 +37,64 @@ class RememberArgs(Args):
     )
     importance: Score | None = Field(None, description="0.0–1.0; a type-specific default when omitted")
     source: Annotated[str, StringConstraints(max_length=500)] | None = Field(None, description="Provenance")
+    isAnchor: bool = Field(False, description="Exempt from decay, TTL demotion and expiration")
+    caseId: CaseId | None = Field(
+        None, description="The task or case this fragment belongs to, e.g. debug-nginx-ssl-2026-04-20 (recall filter)"
+    )
+
+
+# batch_remember publishes an entry's fields as its items' schema (without pydantic's titles)
+_ENTRY_SCHEMA = {k: v for k, v in FragmentFields.model_json_schema().items() if k not in ("title", "description")}
+for _prop in _ENTRY_SCHEMA["properties"].values():
+    _prop.pop("title", None)
+
+
+class RememberArgs(FragmentFields):
     linkedTo: Annotated[list[FragmentId], Field(max_length=20)] | None = Field(
         None, description="Fragment ids to link to at creation"
     )
     scope: Literal["permanent", "session"] = Field(
         "permanent", description="permanent (default) or session (working memory, expires with the session)"
     )
-    isAnchor: bool = Field(False, description="Exempt from decay, TTL demotion and expiration")
     agentId: AgentId | None = Field(None, description="Agent namespace; 'default' when omitted")
+
+
+class BatchRememberArgs(Args):
+    fragments: Annotated[
+        list[Any],
+        Field(
+            min_length=1,
+            max_length=BATCH_MAX,
+            json_schema_extra={"items": _ENTRY_SCHEMA},
+        ),
+    ] = Field(
+        description=f"Up to {BATCH_MAX} fragments, each with remember's fields (content, topic, type, keywords, "
+        "importance, source, isAnchor, caseId). Each is checked on its own: a bad entry is answered with its error "
+        "and the others are stored."
+    )
+    agentId: AgentId | None = Field(None, description="Agent namespace; 'default' when omitted")
+
+
+class BatchEntryError(BaseModel):
+    code: str
+    message: str
+    field: str | None = None
+    retryable: bool
+
+
+class BatchEntryResult(BaseModel):
+    index: int = Field(description="The entry's position in `fragments`")
+    id: str | None = Field(None, description="The stored fragment (or its existing duplicate)")
+    created: bool | None = Field(None, description="false: that content was already stored (or earlier in the batch)")
+    error: BatchEntryError | None = Field(None, description="Why this entry was not stored; the others were")
+
+
+class BatchRememberResult(BaseModel):
+    success: bool
+    results: list[BatchEntryResult] = Field(description="One per entry, in order")
+    created: int = Field(description="New fragments stored")
+    duplicates: int = Field(description="Entries whose content was already stored")
+    failed: int = Field(description="Entries refused (see their error)")
 
 
 class RememberResult(BaseModel):
@@ -46,6 +102,27 @@ class RememberResult(BaseModel):
     id: str
     created: bool
     sessionId: str | None = Field(None, description="For scope session: the session whose working memory holds it")
+
+
+class TimeRange(Args):
+    from_: Annotated[str, StringConstraints(min_length=1, max_length=100, pattern=r"\S")] | None = Field(
+        None,
+        alias="from",
+        description='Start: an ISO date or instant, or an expression in English or Korean ("3 days ago", '
+        '"last week", "지난 주", "어제"): from the start of the period it names',
+    )
+    to: Annotated[str, StringConstraints(min_length=1, max_length=100, pattern=r"\S")] | None = Field(
+        None, description="End, the same way: up to the end of the period it names"
+    )
+
+
+FRAGMENT_FIELDS = (
+    "id", "content", "topic", "type", "keywords", "importance", "ttl_tier", "is_anchor", "created_at",
+    "accessed_at", "similarity", "tier", "linked", "caseId",
+)  # fmt: skip
+FragmentField = Literal[FRAGMENT_FIELDS]  # type: ignore[valid-type]
+PAGE_MAX = 50
+PAGE_DEFAULT = 20
 
 
 class RecallArgs(Args):
@@ -64,6 +141,31 @@ class RecallArgs(Args):
     includeSuperseded: bool = Field(
         False, description="Also return fragments another has superseded (amend's supersedes, supersede_memory)"
     )
+    timeRange: TimeRange | None = Field(
+        None, description="Only fragments created in this range (UTC): each bound an ISO date or instant, or words"
+    )
+    asOf: Annotated[str, StringConstraints(min_length=10, max_length=40)] | None = Field(
+        None,
+        description="ISO instant: recall as the store was then (nothing created after it; contents and supersession "
+        "as they were). Matching reads today's text",
+    )
+    minImportance: Score | None = Field(None, description="Only fragments at least this important")
+    isAnchor: bool | None = Field(None, description="true: only anchors; false: no anchors")
+    caseId: CaseId | None = Field(None, description="Only fragments remembered with this caseId")
+    fields: Annotated[list[FragmentField], Field(min_length=1, max_length=len(FRAGMENT_FIELDS))] | None = Field(
+        None, description="Return only these fields of each fragment (id always)"
+    )
+    pageSize: Annotated[int, Field(ge=1, le=PAGE_MAX)] | None = Field(
+        None,
+        description=f"Page through every match, this many a page (at most {PAGE_MAX}; 20 when only cursor is given); "
+        "the answer's nextCursor fetches the next page",
+    )
+    cursor: Annotated[str, StringConstraints(min_length=1, max_length=200)] | None = Field(
+        None,
+        description="nextCursor of the previous page: the pages follow the first page's snapshot (no repeats or gaps "
+        "while others write); the query arguments of the first page apply",
+    )
+    excludeSeen: bool = Field(False, description="Leave out fragments a context call of this session already loaded")
     agentId: AgentId | None = Field(None, description="Agent namespace")
 
 
@@ -81,13 +183,34 @@ class RecalledFragment(BaseModel):
     similarity: float | None = None
     tier: str | None = None
     linked: bool = False
+    caseId: str | None = None
+
+
+class RecalledFields(BaseModel):
+    """A recalled fragment whose fields recall's `fields` may have narrowed: only id is always there."""
+
+    id: str
+    content: str | None = None
+    topic: str | None = None
+    type: str | None = None
+    keywords: list[str] | None = None
+    importance: float | None = None
+    ttl_tier: str | None = None
+    is_anchor: bool | None = None
+    created_at: str | None = None
+    accessed_at: str | None = None
+    similarity: float | None = None
+    tier: str | None = None
+    linked: bool | None = None
+    caseId: str | None = None
 
 
 class RecallResult(BaseModel):
-    fragments: list[RecalledFragment]
+    fragments: list[RecalledFields]
     count: int
     totalTokens: int
     tokenBudget: int
+    nextCursor: str | None = Field(None, description="With pageSize or cursor: the next page's cursor; null at the end")
 
 
 ListItem = Annotated[str, StringConstraints(min_length=1, max_length=2000, pattern=r"\S")]
@@ -263,6 +386,34 @@ class MemoryConsolidateResult(BaseModel):
     duration_ms: int
 
 
+class FragmentHistoryArgs(Args):
+    id: FragmentId = Field(description="The fragment whose changes to list")
+    agentId: AgentId | None = Field(None, description="Agent namespace")
+
+
+class FragmentState(BaseModel):
+    content: str
+    topic: str
+    keywords: list[str]
+    type: str
+    importance: float
+
+
+class FragmentChange(BaseModel):
+    version: int = Field(description="1 for the first amend, and so on")
+    changed_at: str
+    amended_by: str | None = Field(None, description="The agent that amended it")
+    before: FragmentState
+    after: FragmentState
+
+
+class FragmentHistoryResult(BaseModel):
+    current: RecalledFragment
+    history: list[FragmentChange] = Field(description="Every amend, oldest first")
+    supersedes: list[str] = Field(description="Fragments this one replaced, nearest first (visible ones)")
+    supersededBy: list[str] = Field(description="The chain of fragments that replaced this one, nearest first")
+
+
 class GraphExploreArgs(Args):
     startId: FragmentId = Field(description="Origin fragment, typically an error")
     agentId: AgentId | None = Field(None, description="Agent namespace")
@@ -290,6 +441,30 @@ SPECS = [
         result_model=RememberResult,
         profile=PROFILE,
         idempotent=True,
+    ),
+    ToolSpec(
+        name="batch_remember",
+        title="Remember many",
+        description=f"Store up to {BATCH_MAX} fragments in one call and one transaction, each answered on its own "
+        "({index, id, created} or {index, error}): a bad entry never stops the others; the same content twice is "
+        "stored once.",
+        args_model=BatchRememberArgs,
+        result_model=BatchRememberResult,
+        profile=PROFILE,
+        idempotent=True,
+        entries="fragments",
+    ),
+    ToolSpec(
+        name="fragment_history",
+        title="Fragment history",
+        description="How a fragment changed: its current state, every amend (before and after, when and by whom), "
+        "and the fragments it replaced or that replaced it.",
+        args_model=FragmentHistoryArgs,
+        result_model=FragmentHistoryResult,
+        profile=PROFILE,
+        read_only=True,
+        idempotent=True,
+        scope="read",
     ),
     ToolSpec(
         name="recall",

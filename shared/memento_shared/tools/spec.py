@@ -34,6 +34,8 @@ class ToolSpec:
     extra: dict[str, Any] = field(default_factory=dict)
     # a dialect whose clients expect other error codes (seed 004's) names them: SPEC code -> the dialect's
     error_codes: dict[str, str] = field(default_factory=dict)
+    # a list argument whose items the tool checks one by one (parse_entry), answering each: batch_remember's
+    entries: str | None = None
 
     def error_body(self, body: dict[str, Any]) -> dict[str, Any]:
         """An `{"error": {...}}` body with its code in this tool's dialect."""
@@ -61,11 +63,21 @@ class ToolSpec:
 
     def parse(self, arguments: dict[str, Any] | None) -> Args:
         """Validate arguments; the first problem becomes INVALID_PARAMETER naming the field."""
-        _refuse_unstorable(arguments or {}, "")
+        arguments = arguments or {}
+        _refuse_unstorable({k: v for k, v in arguments.items() if k != self.entries}, "")
         try:
-            return self.args_model.model_validate(arguments or {})
+            return self.args_model.model_validate(arguments)
         except ValidationError as exc:
             raise _to_invalid(exc) from None
+
+
+def parse_entry(model: type[Args], entry: Any, path: str) -> Args:
+    """One entry of a tool's `entries` list, checked as parse checks arguments; errors name `path`.field."""
+    _refuse_unstorable(entry, path)
+    try:
+        return model.model_validate(entry)
+    except ValidationError as exc:
+        raise _to_invalid(exc, path) from None
 
 
 @functools.cache
@@ -78,9 +90,10 @@ def _output_schema(model: type[BaseModel]) -> dict[str, Any]:
     return _compact_schema(model.model_json_schema())
 
 
-def _to_invalid(exc: ValidationError) -> MementoError:
+def _to_invalid(exc: ValidationError, path: str = "") -> MementoError:
     err = exc.errors(include_url=False)[0]
-    field_name = ".".join(str(p) for p in err["loc"]) or "arguments"
+    field_name = ".".join([path, *(str(p) for p in err["loc"])] if path else [str(p) for p in err["loc"]])
+    field_name = field_name or "arguments"
     kind = err["type"]
     if kind == "missing":
         message = "is required"

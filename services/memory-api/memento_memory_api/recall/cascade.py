@@ -1,59 +1,195 @@
 """The recall cascade (seed 000 §4): what the engine finds at L1 Redis sets → L2 GIN → L3 vector + lexical fused by
-RRF, then seed 000's ranking, the token budget and one-hop links."""
+RRF, then seed 000's ranking, the token budget and one-hop links; and what the reference project has added since:
+filters by importance, anchors, case and creation time, recall as of an instant, pages and sparse fields."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from opentelemetry import trace
 
 from memento_memory_api import render
 from memento_memory_api.context import ToolContext
-from memento_memory_api.recall import engine
+from memento_memory_api.recall import engine, pages, seen
 from memento_memory_api.repositories import fragments as repo
+from memento_shared.errors import invalid
 from memento_shared.telemetry.metrics import RECALL_TIER_HITS
+from memento_shared.text import dates
 from memento_shared.text.keywords import normalise_keywords
-from memento_shared.tools.fragments import RecallArgs
+from memento_shared.tools.fragments import PAGE_DEFAULT, RecallArgs
 
 DEFAULT_LINK_TYPES = ["caused_by", "resolved_by", "related"]
+PAGED_CANDIDATES = 500  # per list, when paging: a snapshot holds every match up to about this many
 
 
 async def recall(ctx: ToolContext, args: RecallArgs) -> dict[str, Any]:
+    if args.cursor is not None:
+        return await _next_page(ctx, args)
+    as_of = _instant(args.asOf) if args.asOf is not None else None
+    paging = args.pageSize is not None
     query = engine.Query(
         keywords=normalise_keywords(args.keywords or []),
         text=args.text,
         topic=args.topic,
         type=args.type,
         threshold=args.threshold,
-        superseded=args.includeSuperseded,
+        # as of an instant, what was superseded only later was not yet: every row is a candidate, then judged then
+        superseded=args.includeSuperseded or as_of is not None,
+        narrow=narrowing(args, as_of),
+        limit=PAGED_CANDIDATES if paging else engine.CANDIDATES,
     )
+    seen = await seen_ids(ctx) if args.excludeSeen else set()
     agents = ctx.visible_agents()
     async with engine.searching(ctx, query) as (uow, found):
         conn, rows = uow.conn, found.rows
+        if as_of is not None:
+            await _as_of(conn, rows, as_of, args.includeSuperseded)
         composite = not args.text and len(rows) > 1 and await _store_is_large(ctx, conn, agents)  # one row: no order
-        order = _order(ctx, found, composite)
-        chosen, used = _within_budget(order, rows, args.tokenBudget)
-        linked_rows: list[Any] = []
-        if args.includeLinks and chosen:
-            relations = [args.linkRelationType] if args.linkRelationType else DEFAULT_LINK_TYPES
-            limit = int(ctx.settings.memory_config.get("linkedFragmentLimit", 10))
-            for row in await repo.linked(conn, chosen, relations, limit, superseded=args.includeSuperseded):
-                if row["id"] in rows and row["id"] in chosen:
-                    continue
-                if used + row["estimated_tokens"] > args.tokenBudget:
-                    continue
-                used += row["estimated_tokens"]
-                linked_rows.append(row)
-
+        order = [i for i in _order(ctx, found, composite) if i in rows and i not in seen]
+        page_size = args.pageSize or len(order)
+        chosen, used = _within_budget(order, rows, args.tokenBudget, page_size, at_least_one=paging)
+        next_cursor = None
+        if paging and len(chosen) < len(order):
+            options = {"superseded": args.includeSuperseded, "asOf": args.asOf, "includeLinks": args.includeLinks,
+                       "linkRelationType": args.linkRelationType, "fields": args.fields, "pageSize": args.pageSize,
+                       "tokenBudget": args.tokenBudget}  # fmt: skip
+            next_cursor = pages.encode(await pages.open_snapshot(ctx, order, options), len(chosen))
+        linked_rows, used = await _links(ctx, conn, args, chosen, rows, used)
     for tier in found.tiers.values():
         RECALL_TIER_HITS.labels(tier).inc()
     # for whoever reads a slow recall's trace: which tiers found its candidates (never what was asked)
     trace.get_current_span().set_attribute("memento.recall.tiers", sorted(set(found.tiers.values())))
     result = [render.fragment(rows[i], found.tiers.get(i), found.similarity.get(i)) for i in chosen]
     result += [render.fragment(r, "link", None, linked=True) for r in linked_rows]
+    return _answer(ctx, result, used, args.tokenBudget, args.fields, next_cursor)
+
+
+async def _next_page(ctx: ToolContext, args: RecallArgs) -> dict[str, Any]:
+    """The next page of a snapshot (pages.py): its ids from the cursor's position on, read as they are now. The
+    first page's options apply; pageSize, tokenBudget and fields may be given anew."""
+    token, offset, ids, options = await pages.read(ctx, args.cursor)
+    given = args.model_fields_set
+    page_size = (args.pageSize if "pageSize" in given else options["pageSize"]) or PAGE_DEFAULT
+    budget = args.tokenBudget if "tokenBudget" in given else options["tokenBudget"]
+    fields = args.fields if "fields" in given else options["fields"]
+    as_of = _instant(options["asOf"]) if options["asOf"] else None
+    window = ids[offset : offset + page_size]
+    async with ctx.uow(ctx.scope) as uow:
+        conn = uow.conn
+        # a snapshot's matches stay its matches (superseded since, too); deleted and expired ones are gone
+        rows = {r["id"]: r for r in await repo.fetch_by_ids(conn, window, None, None, superseded=True)}
+        if as_of is not None:
+            await _as_of(conn, rows, as_of, include_superseded=True)
+        order = [i for i in window if i in rows]
+        chosen, used = _within_budget(order, rows, budget, page_size, at_least_one=True)
+        consumed = window.index(chosen[-1]) + 1 if chosen else len(window)  # the deleted ones on the way count too
+        page_args = args.model_copy(update={"includeLinks": options["includeLinks"],
+                                            "linkRelationType": options["linkRelationType"],
+                                            "includeSuperseded": options["superseded"]})  # fmt: skip
+        linked_rows, used = await _links(ctx, conn, page_args, chosen, rows, used)
+    position = offset + consumed
+    next_cursor = pages.encode(token, position) if position < len(ids) else None
+    result = [render.fragment(rows[i]) for i in chosen]
+    result += [render.fragment(r, "link", None, linked=True) for r in linked_rows]
+    return _answer(ctx, result, used, budget, fields, next_cursor)
+
+
+async def _links(
+    ctx: ToolContext, conn: Any, args: RecallArgs, chosen: list[str], rows: dict[str, Any], used: int
+) -> tuple[list[Any], int]:
+    """One-hop linked fragments of the chosen ones, as long as the budget lasts."""
+    linked_rows: list[Any] = []
+    if args.includeLinks and chosen:
+        relations = [args.linkRelationType] if args.linkRelationType else DEFAULT_LINK_TYPES
+        limit = int(ctx.settings.memory_config.get("linkedFragmentLimit", 10))
+        for row in await repo.linked(conn, chosen, relations, limit, superseded=args.includeSuperseded):
+            if row["id"] in rows and row["id"] in chosen:
+                continue
+            if used + row["estimated_tokens"] > args.tokenBudget:
+                continue
+            used += row["estimated_tokens"]
+            linked_rows.append(row)
+    return linked_rows, used
+
+
+def _answer(
+    ctx: ToolContext, result: list[dict], used: int, budget: int, fields: list[str] | None, next_cursor: str | None
+) -> dict[str, Any]:
     ctx.access.record(ctx.scope, [f["id"] for f in result])
-    return {"fragments": result, "count": len(result), "totalTokens": used, "tokenBudget": args.tokenBudget}
+    if fields is not None:
+        keep = {"id", *fields}
+        result = [{k: v for k, v in f.items() if k in keep} for f in result]
+    answer = {"fragments": result, "count": len(result), "totalTokens": used, "tokenBudget": budget}
+    if next_cursor is not None:
+        answer["nextCursor"] = next_cursor
+    return answer
+
+
+def _instant(text: str) -> datetime:
+    try:
+        at = datetime.fromisoformat(text)
+    except ValueError:
+        raise invalid("asOf", "must be an ISO 8601 instant, such as 2026-05-01T12:00:00Z") from None
+    return at if at.tzinfo is not None else at.replace(tzinfo=UTC)
+
+
+def narrowing(args: RecallArgs, as_of: datetime | None) -> dict[str, Any] | None:
+    """recall's optional filters as the engine's `narrow` (repositories.fragments.narrowed): importance, anchors,
+    the case, and the creation range from timeRange (its words resolved in UTC against now) and asOf."""
+    narrow: dict[str, Any] = {}
+    if args.minImportance is not None:
+        narrow["min_importance"] = args.minImportance
+    if args.isAnchor is not None:
+        narrow["is_anchor"] = args.isAnchor
+    if args.caseId is not None:
+        narrow["case_id"] = args.caseId
+    if args.timeRange is not None:
+        now = datetime.now(UTC)
+        for name, bound in (("from", args.timeRange.from_), ("to", args.timeRange.to)):
+            if bound is None:
+                continue
+            period = dates.resolve(bound, now)
+            if period is None:
+                raise invalid(
+                    f"timeRange.{name}",
+                    "is not a date recall understands: an ISO date or instant, or an expression such as "
+                    "'3 days ago', 'last week', '지난 주', '어제'",
+                )
+            key, value = ("created_from", period.start) if name == "from" else ("created_to", period.end)
+            narrow[key] = value
+        if "created_from" in narrow and "created_to" in narrow and narrow["created_from"] >= narrow["created_to"]:
+            raise invalid("timeRange", "from must come before to")
+    if as_of is not None:  # nothing created after it
+        end = as_of + timedelta(microseconds=1)
+        narrow["created_to"] = min(narrow.get("created_to", end), end)
+    for key in ("created_from", "created_to"):
+        if key in narrow:
+            narrow[key] = narrow[key].astimezone(UTC).isoformat()
+    return narrow or None
+
+
+async def _as_of(conn: Any, rows: dict[str, Any], at: datetime, include_superseded: bool) -> None:
+    """Turn `rows` (in place) into what they were at `at`: each one's content, topic, keywords, type and importance
+    from the state its first amend after `at` archived (none: as it is now); and, unless superseded ones are asked
+    for, without those whose successor already existed then."""
+    if not rows:
+        return
+    if not include_superseded:
+        successors = [r["superseded_by"] for r in rows.values() if r["superseded_by"]]
+        born = await repo.created_times(conn, successors) if successors else {}
+        for fragment_id in [i for i, r in rows.items() if r["superseded_by"] in born]:
+            if born[rows[fragment_id]["superseded_by"]] <= at:
+                del rows[fragment_id]
+    for fragment_id, state in (await repo.states_at(conn, list(rows), at)).items():
+        rows[fragment_id] = {**dict(rows[fragment_id]), **dict(state)}
+
+
+async def seen_ids(ctx: ToolContext) -> set[str]:
+    """What a context call of this session loaded (excludeSeen)."""
+    if not ctx.scope.session_id:
+        raise invalid("excludeSeen", "needs an MCP session (the gateway supplies it)")
+    return await seen.ids(ctx, ctx.scope.session_id)
 
 
 async def _store_is_large(ctx: ToolContext, conn: Any, agents: list[str] | None) -> bool:
@@ -93,11 +229,17 @@ def _order(ctx: ToolContext, found: engine.Found, composite: bool) -> list[str]:
     return sorted(ids, key=lambda i: -rank(i))
 
 
-def _within_budget(order: list[str], rows: dict[str, Any], budget: int) -> tuple[list[str], int]:
+def _within_budget(
+    order: list[str], rows: dict[str, Any], budget: int, most: int | None = None, at_least_one: bool = False
+) -> tuple[list[str], int]:
+    """The first of `order` while the budget lasts (and at most `most`). A page holds at least one fragment even
+    over the budget (`at_least_one`): otherwise a fragment larger than it would stop the pages there."""
     chosen, used = [], 0
     for i in order:
+        if most is not None and len(chosen) >= most:
+            break
         tokens = rows[i]["estimated_tokens"]
-        if used + tokens > budget:
+        if used + tokens > budget and not (at_least_one and not chosen):
             break
         chosen.append(i)
         used += tokens

@@ -47,6 +47,8 @@ class Query:
     tags: list[str] | None = None  # any of these keywords (seed 003's tags)
     threshold: float | None = None  # minimum cosine similarity of vector hits
     superseded: bool = False  # superseded rows are candidates too
+    # recall's other filters (repositories.fragments.narrowed): min_importance, is_anchor, case_id, created_from/_to
+    narrow: dict | None = None
     limit: int = CANDIDATES  # per list
 
 
@@ -122,7 +124,7 @@ async def _gather(
     scope = ctx.scope
     found = Found()
     rows, tiers = found.rows, found.tiers
-    filters = {"superseded": query.superseded, "tags": query.tags}
+    filters = {"superseded": query.superseded, "tags": query.tags, "narrow": query.narrow}
     if query.keywords:
         l1_ids = await l1_read if l1_read is not None else None
         if l1_ids:
@@ -139,6 +141,7 @@ async def _gather(
             and query.topic is None
             and query.type is None
             and query.tags is None
+            and query.narrow is None
         )
         if not l1_complete and len(rows) < query.limit:
             matches = await repo.by_keywords(
@@ -180,6 +183,7 @@ async def _by_text(
             ftype=query.type,
             superseded=query.superseded,
             tags=query.tags,
+            narrow=query.narrow,
         )
         await _fetch_missing(conn, query, lexical_ids, found)
     strategy = None
@@ -198,6 +202,7 @@ async def _by_text(
             ftype=query.type,
             superseded=query.superseded,
             tags=query.tags,
+            narrow=query.narrow,
         )
         trace.get_current_span().set_attribute("memento.recall.vector_plan", strategy.name)
     query_vector = query.vector if query.vector is not None else await embedding if embedding is not None else None
@@ -221,7 +226,7 @@ async def _fetch_missing(conn: Any, query: Query, ids: list[str], found: Found) 
     missing = [i for i in ids if i not in found.rows]
     if missing:
         for row in await repo.fetch_by_ids(
-            conn, missing, query.topic, query.type, superseded=query.superseded, tags=query.tags
+            conn, missing, query.topic, query.type, superseded=query.superseded, tags=query.tags, narrow=query.narrow
         ):
             found.rows[row["id"]] = row
             found.tiers.setdefault(row["id"], "L3")

@@ -7,7 +7,7 @@ import re
 
 import asyncpg
 
-from memento_memory_api.repositories.fragments import live, newest_in_namespaces, tagged
+from memento_memory_api.repositories.fragments import live, narrowed, newest_in_namespaces, tagged
 from memento_memory_api.uow import Scope
 from memento_shared.text.keywords import STOPWORDS
 
@@ -44,20 +44,23 @@ RARE_CANDIDATES = 200
 SAMPLE = 200
 TRIGRAM_CANDIDATES = 200
 _NEWEST = newest_in_namespaces(
-    "f.id, f.tsv, f.created_at, f.topic, f.type, f.expires_at, f.superseded_by, f.keywords",
+    "f.id, f.tsv, f.created_at, f.topic, f.type, f.expires_at, f.superseded_by, f.keywords, f.importance, f.is_anchor,"
+    " f.case_id",
     "$3",
     "$7",
     "$8",
     "$9",
     "(SELECT hit FROM capped)",
 )
-# the filters every read applies: topic ($13), type ($14), any of the tags ($16), and no expired or (unless $15)
-# superseded row
+# the filters every read applies: topic ($13), type ($14), any of the tags ($16), recall's narrowing ($17), and no
+# expired or (unless $15) superseded row
 _TOPIC_TYPE = (
     "($13::text IS NULL OR {0}.topic = $13) AND ($14::text IS NULL OR {0}.type = $14) AND "
     + live("{0}", "$15")
     + " AND "
     + tagged("{0}", "$16")
+    + " AND "
+    + narrowed("{0}", "$17")
 )
 _SEARCH = f"""
 WITH any_term AS MATERIALIZED (
@@ -113,6 +116,7 @@ async def search(
     ftype: str | None = None,
     superseded: bool = False,
     tags: list[str] | None = None,
+    narrow: dict | None = None,
 ) -> list[str]:
     """Up to `limit` ids of the caller's fragments (of `topic`, `ftype` and any of `tags` when given; superseded ones
     only with `superseded`) that match `text`'s words, best first."""
@@ -138,6 +142,7 @@ async def search(
         ftype,
         superseded,
         tags,
+        narrow,
     )
     ids = list(dict.fromkeys(r["id"] for r in rows))[:limit]  # a fragment can come from both passes
     identifier = identifier_in(text)
@@ -151,7 +156,7 @@ async def search(
             f"WITH m AS MATERIALIZED (SELECT f.id, f.content FROM agent_memory.fragments f WHERE f.tenant_id = $4"
             f" AND f.workspace = $5 AND $1 <% f.content AND ($2::text[] IS NULL OR f.agent_id = ANY($2))"
             " AND ($6::text IS NULL OR f.topic = $6) AND ($7::text IS NULL OR f.type = $7)"
-            f" AND {live('f', '$8')} AND {tagged('f', '$9')} LIMIT {TRIGRAM_CANDIDATES})"
+            f" AND {live('f', '$8')} AND {tagged('f', '$9')} AND {narrowed('f', '$10')} LIMIT {TRIGRAM_CANDIDATES})"
             " SELECT id FROM m ORDER BY $1 <<-> content LIMIT $3",
             identifier,
             agents,
@@ -162,6 +167,7 @@ async def search(
             ftype,
             superseded,
             tags,
+            narrow,
         )
         ids += [r["id"] for r in trigram if r["id"] not in ids]
     return ids

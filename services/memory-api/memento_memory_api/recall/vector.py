@@ -51,7 +51,7 @@ from functools import lru_cache
 
 import asyncpg
 
-from memento_memory_api.repositories.fragments import COLUMNS, live, tagged
+from memento_memory_api.repositories.fragments import COLUMNS, live, narrowed, tagged
 
 _PROFILE = re.compile(r"^[a-z0-9_]+$")
 # Under this many vectors an exact scan costs a few ms, as much as walking the index (2000 of 10k: 4.7 against 3.5 ms)
@@ -87,7 +87,7 @@ _FILTER = (
     " AND EXISTS (SELECT 1 FROM agent_memory.fragments f WHERE f.id = e.fragment_id AND f.tenant_id = $2"
     " AND f.workspace = $3 AND ($4::text[] IS NULL OR f.agent_id = ANY($4))"
     f" AND ($6::text IS NULL OR f.topic = $6) AND ($7::text IS NULL OR f.type = $7) AND {live('f', '$8')}"
-    f" AND {tagged('f', '$9')})"
+    f" AND {tagged('f', '$9')} AND {narrowed('f', '$10')})"
 )
 
 
@@ -116,7 +116,7 @@ def hnsw_sql(profile_id: str, dimension: int, filtered: bool = False) -> str:
 def _strategy(
     name: str, profile_id: str, dimension: int, settings: dict[str, str], params: tuple, exact_max: int
 ) -> Strategy:
-    filtered = params[4] is not None or params[5] is not None or params[7] is not None
+    filtered = any(params[i] is not None for i in (4, 5, 7, 8))  # topic, type, tags, narrowing
     if name == "exact":
         return Strategy(name, exact_sql(profile_id, dimension, filtered), settings, params)
     fallback = exact_sql(profile_id, dimension, True, int(exact_max)) if filtered else None
@@ -133,7 +133,7 @@ def _with_rows(nearest: str) -> str:
         f"SELECT {columns}, hits.similarity FROM ({nearest}) hits"
         " JOIN agent_memory.fragments f ON f.id = hits.fragment_id"
         f" WHERE ($6::text IS NULL OR f.topic = $6) AND ($7::text IS NULL OR f.type = $7) AND {live('f', '$8')}"
-        f" AND {tagged('f', '$9')}"
+        f" AND {tagged('f', '$9')} AND {narrowed('f', '$10')}"
     )
 
 
@@ -193,6 +193,7 @@ async def choose(
     ftype: str | None = None,
     superseded: bool = False,
     tags: list[str] | None = None,
+    narrow: dict | None = None,
 ) -> Strategy:
     """Count the caller's partition (up to exact_max + 1), compare it with the profile's index, and pick the plan;
     with a topic or type, a large partition's fragments of that topic and type are counted too (same bound), and
@@ -200,10 +201,16 @@ async def choose(
     plan's settings to the transaction. A count `verdicts` remembers is not made again. Call `release` once the
     search is done (or skipped)."""
     hnsw = {**HNSW_SETTINGS, "hnsw.ef_search": str(max(40, limit * 2))}
-    params = (tenant_id, workspace, agents, limit, topic, ftype, superseded, tags)
-    filtered = topic is not None or ftype is not None or tags is not None
+    params = (tenant_id, workspace, agents, limit, topic, ftype, superseded, tags, narrow)
+    filtered = topic is not None or ftype is not None or tags is not None or narrow is not None
     key = (profile_id, tenant_id, workspace, tuple(agents) if agents is not None else None, exact_max, share_floor)
-    filter_key = (*key, topic, ftype, tuple(tags) if tags is not None else None)
+    filter_key = (
+        *key,
+        topic,
+        ftype,
+        tuple(tags) if tags is not None else None,
+        tuple(sorted(narrow.items())) if narrow is not None else None,
+    )
     large = verdicts.get(key) if verdicts is not None else None
     if large is False:
         return _strategy("exact", profile_id, dimension, {}, params, exact_max)
@@ -238,6 +245,9 @@ async def choose(
         if tags is not None:
             args.append(tags)
             where.append(f"f.keywords && ${len(args)}::text[]")
+        if narrow is not None:
+            args.append(narrow)
+            where.append(narrowed("f", f"${len(args)}"))
         matching = (
             f"(SELECT count(*) > {int(exact_max)} FROM (SELECT 1 FROM agent_memory.fragments f WHERE"
             f" {' AND '.join(where)} LIMIT {int(exact_max) + 1}) m)"

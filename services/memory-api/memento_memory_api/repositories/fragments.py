@@ -18,7 +18,7 @@ from memento_shared.db.references import clear_references
 COLUMNS = (
     "id, content, topic, type, keywords, importance, ttl_tier, is_anchor, created_at, accessed_at,"
     " estimated_tokens, agent_id, access_count, source, content_hash, confidence, supersedes, superseded_by,"
-    " updated_at, expires_at, linkages"
+    " updated_at, expires_at, linkages, case_id, keywords_given"
 )
 
 
@@ -26,6 +26,21 @@ def tagged(alias: str, tags: str) -> str:
     """SQL: the row holds any of the keywords in the text[] parameter `tags` (NULL: no such filter). Seed 003's tags
     are the row's keywords, so the GIN index on them serves this filter."""
     return f"({tags}::text[] IS NULL OR {alias}.keywords && {tags}::text[])"
+
+
+def narrowed(alias: str, narrow: str) -> str:
+    """SQL: the row passes recall's optional filters, given as one jsonb parameter `narrow` (NULL: none of them):
+    min_importance, is_anchor, case_id, and created_from / created_to (ISO instants, from inclusive, to exclusive).
+    One parameter for all of them keeps every search's statement one shape, whichever are given."""
+    n = f"{narrow}::jsonb"
+    return (
+        f"({n} IS NULL OR ((({n}->>'min_importance') IS NULL"
+        f" OR {alias}.importance >= ({n}->>'min_importance')::real)"
+        f" AND (({n}->>'is_anchor') IS NULL OR {alias}.is_anchor = ({n}->>'is_anchor')::bool)"
+        f" AND (({n}->>'case_id') IS NULL OR {alias}.case_id = ({n}->>'case_id'))"
+        f" AND (({n}->>'created_from') IS NULL OR {alias}.created_at >= ({n}->>'created_from')::timestamptz)"
+        f" AND (({n}->>'created_to') IS NULL OR {alias}.created_at < ({n}->>'created_to')::timestamptz)))"
+    )
 
 
 def live(alias: str, superseded: str) -> str:
@@ -42,8 +57,9 @@ async def insert(conn: asyncpg.Connection, row: dict[str, Any]) -> str | None:
     """Insert unless the same content exists in this namespace; returns the new id, or None on a duplicate."""
     return await conn.fetchval(
         "INSERT INTO agent_memory.fragments (id, tenant_id, workspace, agent_id, content, topic, keywords, type,"
-        " importance, content_hash, source, ttl_tier, estimated_tokens, is_anchor, confidence, expires_at, linkages)"
-        " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)"
+        " importance, content_hash, source, ttl_tier, estimated_tokens, is_anchor, confidence, expires_at, linkages,"
+        " case_id, keywords_given)"
+        " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)"
         " ON CONFLICT (tenant_id, workspace, agent_id, content_hash) DO NOTHING RETURNING id",
         row["id"],
         row["tenant_id"],
@@ -62,6 +78,8 @@ async def insert(conn: asyncpg.Connection, row: dict[str, Any]) -> str | None:
         row.get("confidence", 1.0),
         row.get("expires_at"),
         row.get("linkages", []),
+        row.get("case_id"),
+        row.get("keywords_given", False),
     )
 
 
@@ -123,16 +141,18 @@ async def fetch_by_ids(
     *,
     superseded: bool = False,
     tags: list[str] | None = None,
+    narrow: dict | None = None,
 ) -> list[asyncpg.Record]:
     return await conn.fetch(
         f"SELECT {COLUMNS} FROM agent_memory.fragments f WHERE id = ANY($1::text[])"
         f" AND ($2::text IS NULL OR topic = $2) AND ($3::text IS NULL OR type = $3) AND {live('f', '$4')}"
-        f" AND {tagged('f', '$5')}",
+        f" AND {tagged('f', '$5')} AND {narrowed('f', '$6')}",
         ids,
         topic,
         ftype,
         superseded,
         tags,
+        narrow,
     )
 
 
@@ -166,7 +186,8 @@ def newest_in_namespaces(columns: str, agents: str, tenant: str, workspace: str,
 KEYWORD_CANDIDATES = 300
 KEYWORD_RECENT = 500
 _KEYWORD_NEWEST = newest_in_namespaces(
-    "f.id, f.keywords, f.importance, f.created_at, f.topic, f.type, f.expires_at, f.superseded_by",
+    "f.id, f.keywords, f.importance, f.created_at, f.topic, f.type, f.expires_at, f.superseded_by, f.is_anchor,"
+    " f.case_id",
     "$2",
     "$7",
     "$8",
@@ -179,12 +200,12 @@ WITH any_kw AS MATERIALIZED (
     WHERE f.tenant_id = $7 AND f.workspace = $8
       AND f.keywords && $1::text[] AND ($2::text[] IS NULL OR f.agent_id = ANY($2))
       AND ($3::text IS NULL OR f.topic = $3) AND ($4::text IS NULL OR f.type = $4) AND {live("f", "$10")}
-      AND {tagged("f", "$11")} LIMIT $6),
+      AND {tagged("f", "$11")} AND {narrowed("f", "$12")} LIMIT $6),
 capped AS MATERIALIZED (SELECT count(*) >= $6 AS hit FROM any_kw),
 newest AS MATERIALIZED (
     SELECT * FROM {_KEYWORD_NEWEST} r
     WHERE r.keywords && $1::text[] AND ($3::text IS NULL OR r.topic = $3) AND ($4::text IS NULL OR r.type = $4)
-      AND {live("r", "$10")} AND {tagged("r", "$11")}),
+      AND {live("r", "$10")} AND {tagged("r", "$11")} AND {narrowed("r", "$12")}),
 pool AS (
     SELECT id, keywords, importance, created_at FROM any_kw
     UNION SELECT id, keywords, importance, created_at FROM newest),
@@ -209,6 +230,7 @@ async def by_keywords(
     *,
     superseded: bool = False,
     tags: list[str] | None = None,
+    narrow: dict | None = None,
 ) -> list[asyncpg.Record]:
     """L2: GIN overlap on keywords, most keyword matches first (bounded past `candidates` matches, see above)."""
     return await conn.fetch(
@@ -224,6 +246,7 @@ async def by_keywords(
         recent,
         superseded,
         tags,
+        narrow,
     )
 
 
@@ -237,13 +260,14 @@ async def recent(
     *,
     superseded: bool = False,
     tags: list[str] | None = None,
+    narrow: dict | None = None,
 ) -> list[asyncpg.Record]:
     """The caller's newest fragments (of `topic`, `ftype` and any of `tags` when given), newest first."""
     return await conn.fetch(
         f"SELECT {COLUMNS} FROM agent_memory.fragments f WHERE tenant_id = $5 AND workspace = $6"
         " AND ($1::text[] IS NULL OR agent_id = ANY($1)) AND ($2::text IS NULL OR topic = $2)"
         f" AND ($3::text IS NULL OR type = $3) AND {live('f', '$7')} AND {tagged('f', '$8')}"
-        " ORDER BY created_at DESC LIMIT $4",
+        f" AND {narrowed('f', '$9')} ORDER BY created_at DESC LIMIT $4",
         agents,
         topic,
         ftype,
@@ -252,6 +276,7 @@ async def recent(
         scope.workspace,
         superseded,
         tags,
+        narrow,
     )
 
 
@@ -367,6 +392,7 @@ async def update(conn: asyncpg.Connection, fragment_id: str, changes: dict[str, 
         "estimated_tokens",
         "is_anchor",
         "superseded_by",
+        "keywords_given",
     }
     if not changes or set(changes) - allowed:
         raise ValueError(f"bad update columns: {sorted(set(changes) - allowed)}")
@@ -509,6 +535,48 @@ async def successors(conn: asyncpg.Connection, fragment_id: str, limit: int = 10
         " SELECT coalesce(array_agg(id ORDER BY depth), '{}') FROM chain",
         fragment_id,
         limit,
+    )
+
+
+async def predecessors(conn: asyncpg.Connection, fragment_id: str, limit: int = 1000) -> list[str]:
+    """The visible fragments `fragment_id` replaced, nearest first: those whose superseded_by names it (a
+    consolidation names several), then theirs, and so on (at most `limit`)."""
+    return await conn.fetchval(
+        "WITH RECURSIVE chain(id, depth) AS ("
+        " SELECT id, 1 FROM agent_memory.fragments WHERE superseded_by = $1"
+        " UNION ALL SELECT f.id, c.depth + 1 FROM chain c JOIN agent_memory.fragments f ON f.superseded_by = c.id"
+        " WHERE c.depth < $2)"
+        " SELECT coalesce(array_agg(id ORDER BY depth, id), '{}') FROM (SELECT id, depth FROM chain LIMIT $2) c",
+        fragment_id,
+        limit,
+    )
+
+
+async def created_times(conn: asyncpg.Connection, ids: list[str]) -> dict[str, Any]:
+    """When each visible one of `ids` was created."""
+    rows = await conn.fetch("SELECT id, created_at FROM agent_memory.fragments WHERE id = ANY($1::text[])", ids)
+    return {r["id"]: r["created_at"] for r in rows}
+
+
+async def states_at(conn: asyncpg.Connection, ids: list[str], at: Any) -> dict[str, asyncpg.Record]:
+    """For those of `ids` amended after `at`: the state the first such amend archived, i.e. the one they had at
+    `at` (recall's asOf). The others read then as they read now."""
+    rows = await conn.fetch(
+        "SELECT DISTINCT ON (fragment_id) fragment_id, content, topic, keywords, type, importance"
+        " FROM agent_memory.fragment_versions WHERE fragment_id = ANY($1::text[]) AND amended_at > $2"
+        " ORDER BY fragment_id, amended_at, id",
+        ids,
+        at,
+    )
+    return {r["fragment_id"]: {k: r[k] for k in ("content", "topic", "keywords", "type", "importance")} for r in rows}
+
+
+async def versions(conn: asyncpg.Connection, fragment_id: str) -> list[asyncpg.Record]:
+    """The states amend archived, oldest first."""
+    return await conn.fetch(
+        "SELECT content, topic, keywords, type, importance, amended_at, amended_by FROM agent_memory.fragment_versions"
+        " WHERE fragment_id = $1 ORDER BY amended_at, id",
+        fragment_id,
     )
 
 

@@ -15,11 +15,17 @@ from memento_memory_api.uow import UnitOfWork
 from memento_shared import l1 as l1_layout
 from memento_shared import working_memory
 from memento_shared.domain.fragments import DEFAULT_IMPORTANCE, content_hash, infer_ttl, new_fragment_id, truncate
-from memento_shared.errors import invalid, not_found, unavailable
+from memento_shared.errors import MementoError, invalid, not_found, unavailable
 from memento_shared.text.keywords import extract_keywords, normalise_keywords
 from memento_shared.text.redaction import redact_pii
 from memento_shared.text.tokenizer import count_tokens
-from memento_shared.tools.fragments import RecallArgs, RememberArgs
+from memento_shared.tools.fragments import (
+    BatchRememberArgs,
+    FragmentFields,
+    RecallArgs,
+    RememberArgs,
+)
+from memento_shared.tools.spec import parse_entry
 
 
 def new_row(ctx: ToolContext, content: str, **fields: Any) -> dict[str, Any]:
@@ -39,7 +45,7 @@ def new_row(ctx: ToolContext, content: str, **fields: Any) -> dict[str, Any]:
     }
 
 
-def build_fragment(args: RememberArgs, ctx: ToolContext) -> dict[str, Any]:
+def build_fragment(args: FragmentFields, ctx: ToolContext) -> dict[str, Any]:
     """FragmentFactory (§6.2): mask PII, truncate, hash, keywords, importance, TTL tier, tokens."""
     content = truncate(redact_pii(args.content))
     keywords = normalise_keywords(args.keywords) if args.keywords else extract_keywords(content)
@@ -54,6 +60,8 @@ def build_fragment(args: RememberArgs, ctx: ToolContext) -> dict[str, Any]:
         source=args.source,
         ttl_tier=infer_ttl(args.type, importance),
         is_anchor=args.isAnchor,
+        case_id=args.caseId,
+        keywords_given=bool(args.keywords),
     )
 
 
@@ -101,6 +109,33 @@ async def remember(ctx: ToolContext, args: RememberArgs) -> dict[str, Any]:
     async with ctx.uow(ctx.scope) as uow:
         fragment_id, created = await store_fragment(ctx, uow, fragment, args.linkedTo)
     return {"success": True, "id": fragment_id, "created": created}
+
+
+@handles("batch_remember")
+async def batch_remember(ctx: ToolContext, args: BatchRememberArgs) -> dict[str, Any]:
+    """Each entry checked and built on its own (a bad one is answered with its error, never stopping the others);
+    the good ones stored in one transaction, as remember stores one: a storage failure stores none."""
+    results: list[dict[str, Any]] = []
+    built: list[tuple[int, dict[str, Any]]] = []
+    for index, entry in enumerate(args.fragments):
+        try:
+            built.append((index, build_fragment(parse_entry(FragmentFields, entry, f"fragments.{index}"), ctx)))
+        except MementoError as exc:
+            results.append({"index": index, "error": exc.to_body()["error"]})
+    async with ctx.uow(ctx.scope) as uow:
+        for index, fragment in built:
+            fragment_id, created = await store_fragment(ctx, uow, fragment)
+            results.append({"index": index, "id": fragment_id, "created": created})
+    results.sort(key=lambda r: r["index"])
+    created = sum(1 for r in results if r.get("created"))
+    failed = sum(1 for r in results if "error" in r)
+    return {
+        "success": True,  # the call ran: each entry says how it went
+        "results": results,
+        "created": created,
+        "duplicates": len(results) - created - failed,
+        "failed": failed,
+    }
 
 
 async def _remember_in_session(ctx: ToolContext, fragment: dict[str, Any], linked_to: list[str]) -> dict[str, Any]:

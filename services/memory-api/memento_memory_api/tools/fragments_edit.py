@@ -1,4 +1,5 @@
-"""Seed 000 storage tools beyond remember: forget (§6.4), link (§6.5), amend (§6.6)."""
+"""Seed 000 storage tools beyond remember: forget (§6.4), link (§6.5), amend (§6.6), and fragment_history, the
+reading of what amend archives."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from typing import Any
 
 import asyncpg
 
+from memento_memory_api import render
 from memento_memory_api.context import ToolContext
 from memento_memory_api.recall import l1
 from memento_memory_api.repositories import fragments as repo
@@ -18,7 +20,7 @@ from memento_shared.errors import ErrorCode, MementoError, invalid, not_found
 from memento_shared.text.keywords import extract_keywords, normalise_keywords
 from memento_shared.text.redaction import redact_pii
 from memento_shared.text.tokenizer import count_tokens
-from memento_shared.tools.fragments import AmendArgs, ForgetArgs, LinkArgs
+from memento_shared.tools.fragments import AmendArgs, ForgetArgs, FragmentHistoryArgs, LinkArgs
 
 SUPERSEDED_IMPORTANCE_FACTOR = 0.5
 
@@ -94,10 +96,10 @@ def _changes(args: AmendArgs, row: Any) -> dict[str, Any]:
     if args.content is not None:
         content = truncate(redact_pii(args.content))
         changes.update(content=content, content_hash=content_hash(content), estimated_tokens=count_tokens(content))
-        if args.keywords is None:
+        if args.keywords is None and not row["keywords_given"]:  # the caller's own keywords stay
             changes["keywords"] = extract_keywords(content)
     if args.keywords is not None:
-        changes["keywords"] = normalise_keywords(args.keywords)
+        changes.update(keywords=normalise_keywords(args.keywords), keywords_given=True)
     if args.topic is not None:
         changes["topic"] = args.topic.strip()
     if args.type is not None:
@@ -187,7 +189,8 @@ async def _supersede(ctx: ToolContext, uow: UnitOfWork, row: Any, changes: dict[
         raise invalid("content", "supersedes needs new content")
     if await repo.id_by_hash(uow.conn, row["tenant_id"], row["workspace"], row["agent_id"], changes["content_hash"]):
         raise _duplicate_content()
-    merged = {k: row[k] for k in ("content", "topic", "keywords", "type", "importance", "is_anchor")} | changes
+    kept = ("content", "topic", "keywords", "type", "importance", "is_anchor", "keywords_given", "case_id")
+    merged = {k: row[k] for k in kept} | changes
     fragment = {
         **merged,
         "id": new_fragment_id(),
@@ -217,3 +220,41 @@ async def _supersede(ctx: ToolContext, uow: UnitOfWork, row: Any, changes: dict[
     )
     _reindex(uow, ctx, row, new_id, fragment["keywords"], fragment["importance"])
     return {"success": True, "id": new_id, "version": version, "supersededId": row["id"]}
+
+
+STATE = ("content", "topic", "keywords", "type", "importance")
+
+
+def _state(row: Any) -> dict[str, Any]:
+    state = {k: row[k] for k in STATE}
+    return state | {"keywords": list(row["keywords"]), "importance": round(float(row["importance"]), 4)}
+
+
+@handles("fragment_history")
+async def fragment_history(ctx: ToolContext, args: FragmentHistoryArgs) -> dict[str, Any]:
+    """Each archived state (fragment_versions, one per amend) is the `before` of that amend; its `after` is the next
+    archived state, or the fragment as it is now. Unknown and invisible ids alike are not found (RLS)."""
+    async with ctx.uow(ctx.scope) as uow:
+        row = await repo.get(uow.conn, args.id)
+        if row is None:
+            raise not_found(f"fragment {args.id!r}")
+        versions = await repo.versions(uow.conn, row["id"])
+        older = await repo.predecessors(uow.conn, row["id"])
+        newer = await repo.successors(uow.conn, row["id"])
+        visible = await repo.visible_ids(uow.conn, newer) if newer else set()
+    states = [_state(v) for v in versions] + [_state(row)]
+    return {
+        "current": render.fragment(row),
+        "history": [
+            {
+                "version": n,
+                "changed_at": v["amended_at"].isoformat(),
+                "amended_by": v["amended_by"],
+                "before": states[n - 1],
+                "after": states[n],
+            }
+            for n, v in enumerate(versions, start=1)
+        ],
+        "supersedes": older,
+        "supersededBy": [i for i in newer if i in visible],
+    }

@@ -8,6 +8,7 @@ from redis.exceptions import RedisError
 
 from memento_memory_api import render
 from memento_memory_api.context import ToolContext
+from memento_memory_api.recall import seen
 from memento_memory_api.repositories import fragments as repo
 from memento_memory_api.tools.fragments import build_fragment, store_fragment
 from memento_memory_api.tools.registry import handles
@@ -92,6 +93,8 @@ async def context(ctx: ToolContext, args: ContextArgs) -> dict[str, Any]:
                 continue
             used += fragment["estimated_tokens"]
             working.append({k: fragment[k] for k in WORKING_FIELDS} | {"linked_to": fragment.get("linked_to", [])})
+    if session_id:  # what this session has seen, for recall's excludeSeen
+        await seen.record(ctx, session_id, [f["id"] for f in core])
     return {"coreMemory": core, "workingMemory": working, "totalTokens": used, "tokenBudget": args.tokenBudget}
 
 
