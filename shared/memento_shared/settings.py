@@ -63,6 +63,8 @@ class Settings(BaseSettings):
     document_semantic_weight: float = Field(0.5, alias="DOCUMENT_SEMANTIC_WEIGHT", ge=0)
     document_trigram_weight: float = Field(0.1, alias="DOCUMENT_TRIGRAM_WEIGHT", ge=0)
     document_canonical_boost: float = Field(0.15, alias="DOCUMENT_CANONICAL_BOOST", ge=0)
+    # the lexical weight × (share of the query's idf its best chunk holds) ** this; 0: fixed weights, as the seed's
+    document_lexical_coverage_power: float = Field(0.0, alias="DOCUMENT_LEXICAL_COVERAGE_POWER", ge=0, le=8)
     # store_memory embeds on the request path: how long it waits for the vector before storing without it
     inline_embedding_timeout_s: float = Field(1.0, alias="INLINE_EMBEDDING_TIMEOUT_SECONDS", ge=0, le=30)
     # store_memory's `similar` cut-off (cosine) for an embedding profile not calibrated in recall/similar.py

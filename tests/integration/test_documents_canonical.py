@@ -305,5 +305,7 @@ async def test_bm25_finds_an_identifier_by_the_words_postgres_splits_it_into(mem
     await upsert(memory_api, tenant, DOCS["ops"][1], key="ops", docClass="implementation_plan")
     async with app_pool.acquire() as conn, conn.transaction():
         await set_principal(conn, tenant_id=tenant, workspace="default", agent_id="default")
-        found = await docs.bm25(conn, Scope(tenant, "default", "default"), "ERR_QUEUE_STALLED", None, False, 5)
+        scope = Scope(tenant, "default", "default")
+        found, coverage = await docs.bm25(conn, scope, "ERR_QUEUE_STALLED", None, False, 5)
     assert len(found) == 1  # the lexical list itself, not the trigram fallback
+    assert coverage == [pytest.approx(1.0)]  # it holds all three words

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any, TypeVar
+
+Key = TypeVar("Key", bound=Any)  # a fragment id, a chunk's (item, version, index): anything hashable and ordered
 
 
 def rrf(
-    rankings: Sequence[Sequence[str]], k: int = 10, weights: Sequence[float] | None = None
-) -> list[tuple[str, float]]:
-    scores: dict[str, float] = {}
+    rankings: Sequence[Sequence[Key]], k: float = 10, weights: Sequence[float] | None = None
+) -> list[tuple[Key, float]]:
+    """Best first; equal scores by key, so the order never depends on the lists' order."""
+    scores: dict[Key, float] = {}
     for i, ranking in enumerate(rankings):
         weight = weights[i] if weights else 1.0
         for rank, item in enumerate(ranking, start=1):

@@ -233,7 +233,8 @@ cand AS MATERIALIZED (
     WHERE c.tenant_id = $1 AND c.workspace = $2 AND c.tsv @@ (SELECT tsq FROM query) LIMIT 2000)
 SELECT cand.item_id, cand.version_num, cand.chunk_index,
        sum(idf.w * (t.tf * ({BM25_K1} + 1)) / (t.tf + {BM25_K1} * (1 - {BM25_B} + {BM25_B}
-           * greatest(cand.token_estimate, 1) / (SELECT avglen FROM corpus)))) AS score
+           * greatest(cand.token_estimate, 1) / (SELECT avglen FROM corpus)))) AS score,
+       (sum(idf.w) / nullif((SELECT sum(w) FROM idf), 0))::float8 AS coverage
 FROM cand CROSS JOIN LATERAL (
     SELECT u.lexeme, coalesce(array_length(u.positions, 1), 1) AS tf FROM unnest(cand.tsv) u) t
 JOIN idf ON idf.term = t.lexeme
@@ -241,11 +242,15 @@ GROUP BY 1, 2, 3 ORDER BY score DESC, 1, 3 LIMIT $7
 """
 
 
-async def bm25(conn: asyncpg.Connection, scope: Scope, text: str, kinds, archived: bool, limit: int) -> list[tuple]:
-    """The chunks `text` matches, best first. Its terms come from Postgres's own parser, as the chunks' do (a query's
-    `ERR_QUEUE_STALLED` is err, queue, stalled there too), less the stopwords."""
+async def bm25(
+    conn: asyncpg.Connection, scope: Scope, text: str, kinds, archived: bool, limit: int
+) -> tuple[list[tuple], list[float]]:
+    """The chunks `text` matches, best first, and the share of the query's weight (its terms' summed idf) each one
+    holds. Its terms come from Postgres's own parser, as the chunks' do (a query's `ERR_QUEUE_STALLED` is err,
+    queue, stalled there too), less the stopwords."""
     rows = await conn.fetch(_BM25, scope.tenant_id, scope.workspace, kinds, archived, text, sorted(STOPWORDS), limit)
-    return [(r["item_id"], r["version_num"], r["chunk_index"]) for r in rows]
+    keys = [(r["item_id"], r["version_num"], r["chunk_index"]) for r in rows]
+    return keys, [float(r["coverage"] or 0.0) for r in rows]
 
 
 async def trigram(

@@ -11,11 +11,13 @@ import math
 import secrets
 import time
 import uuid
+from dataclasses import dataclass
 from typing import Any
 
 from opentelemetry import trace
 
 from memento_memory_api.context import ToolContext
+from memento_memory_api.recall.fusion import rrf
 from memento_memory_api.recall.lexical import identifier_in, terms
 from memento_memory_api.repositories import documents as docs
 from memento_memory_api.tools.common import vector_now
@@ -332,22 +334,42 @@ async def memory_restore(ctx: ToolContext, args: RestoreArgs) -> dict[str, Any]:
 LEXICAL_TOP_K, SEMANTIC_TOP_K, TRIGRAM_TOP_K = 40, 40, 20  # seed 001 Part 8
 
 
-def fuse(lists: dict[str, list], canonical: dict, settings: Any) -> list[tuple[Any, float]]:
-    """Weighted RRF (seed 001 Part 2): each list adds weight / (k + rank); canonical documents add the boost's
-    weight / (k + 1) as if ranked first in a virtual list, the others / (k + 1000). Best first (ties by key)."""
-    weights = {
-        "lexical": settings.document_lexical_weight,
-        "semantic": settings.document_semantic_weight,
-        "trigram": settings.document_trigram_weight,
-    }
-    k = settings.document_rrf_k
-    scores: dict[Any, float] = {}
-    for name, found in lists.items():
-        for rank, key in enumerate(found, start=1):
-            scores[key] = scores.get(key, 0.0) + weights[name] / (k + rank)
-    for key in scores:
-        scores[key] += settings.document_canonical_boost / (k + (1 if canonical.get(key) else 1000))
-    return sorted(scores.items(), key=lambda pair: (-pair[1], pair[0]))
+@dataclass(frozen=True)
+class Weights:
+    """memory.search's weighted RRF (seed 001 Part 2 and 8): k, each list's weight, the canonical boost, and how
+    much the lexical list's weight follows its coverage (the share of the query's weight, its terms' summed idf,
+    that its best chunk holds, raised to `coverage_power`; 0 leaves the weight fixed, as the seed does)."""
+
+    k: float
+    lexical: float
+    semantic: float
+    trigram: float
+    canonical_boost: float
+    coverage_power: float
+
+    @classmethod
+    def of(cls, settings: Any) -> Weights:
+        return cls(
+            k=settings.document_rrf_k,
+            lexical=settings.document_lexical_weight,
+            semantic=settings.document_semantic_weight,
+            trigram=settings.document_trigram_weight,
+            canonical_boost=settings.document_canonical_boost,
+            coverage_power=settings.document_lexical_coverage_power,
+        )
+
+
+def fuse(lists: dict[str, list], canonical: dict, weights: Weights, coverage: float = 1.0) -> list[tuple[Any, float]]:
+    """The lists fused by weighted RRF, best first (ties by key); canonical documents add the boost's weight / (k + 1)
+    as if ranked first in a virtual list, the others / (k + 1000) (Part 2). A lexical list whose best chunk holds
+    little of the query's weight (a question worded unlike its answer) counts for less (`coverage`, 0..1)."""
+    lexical = weights.lexical * max(0.0, min(1.0, coverage)) ** weights.coverage_power
+    by_name = {"lexical": lexical, "semantic": weights.semantic, "trigram": weights.trigram}
+    names = list(lists)
+    fused = rrf([lists[n] for n in names], k=weights.k, weights=[by_name[n] for n in names])
+    boost = weights.canonical_boost
+    scores = [(key, s + boost / (weights.k + (1 if canonical.get(key) else 1000))) for key, s in fused]
+    return sorted(scores, key=lambda pair: (-pair[1], pair[0]))
 
 
 @handles("memory.search")
@@ -363,8 +385,16 @@ async def memory_search(ctx: ToolContext, args: SearchArgs) -> dict[str, Any]:
     started = time.perf_counter()
     async with ctx.uow(ctx.scope) as uow:
         conn = uow.conn
+        coverage = 0.0
+
+        async def lexical() -> list:
+            nonlocal coverage
+            found, covered = await docs.bm25(conn, ctx.scope, args.query, kinds, args.includeArchived, LEXICAL_TOP_K)
+            coverage = max(covered, default=0.0)
+            return found
+
         searches = {
-            "lexical": lambda: docs.bm25(conn, ctx.scope, args.query, kinds, args.includeArchived, LEXICAL_TOP_K),
+            "lexical": lexical,
             "trigram": lambda: docs.trigram(conn, ctx.scope, identifier, kinds, args.includeArchived, TRIGRAM_TOP_K),
             "semantic": lambda: docs.nearest(
                 conn, ctx.scope, ctx.profile.id, ctx.profile.dimension, query_vector, kinds, args.includeArchived,
@@ -385,7 +415,7 @@ async def memory_search(ctx: ToolContext, args: SearchArgs) -> dict[str, Any]:
         keys = list(dict.fromkeys(k for found in lists.values() for k in found))
         rows = await docs.chunk_rows(conn, keys) if keys else {}
     canonical = {key: row["is_canonical"] for key, row in rows.items()}
-    scores = dict(fuse(lists, canonical, settings))
+    scores = dict(fuse(lists, canonical, Weights.of(settings), coverage))
     SEARCH_LATENCY.labels("hybrid").observe(time.perf_counter() - started)
     ranked = list(scores)[: args.limit]
     return {
