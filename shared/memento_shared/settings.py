@@ -201,6 +201,7 @@ class Settings(BaseSettings):
     # seed 003's decay: stored relevance recomputed, expired memories and skip entries purged (empty disables)
     protocol_decay_cron: str = Field("15 */6 * * *", alias="PROTOCOL_DECAY_CRON")
     protocol_decay_batch_size: int = Field(5000, alias="PROTOCOL_DECAY_BATCH_SIZE", ge=100, le=100_000)
+    protocol_decay_writers: int = Field(2, alias="PROTOCOL_DECAY_WRITERS", ge=1, le=8)
     consolidation_batch_size: int = Field(1000, alias="CONSOLIDATION_BATCH_SIZE")
     # batches of one stage written at once, each on its own connection (a run holds up to this many + 2)
     consolidation_writers: int = Field(2, alias="CONSOLIDATION_WRITERS", ge=1, le=8)

@@ -41,7 +41,8 @@ async def memory(
     return memory_id
 
 
-async def test_decay_stores_relevance_purges_what_expired_and_records_the_run(wenv, tenant):
+@pytest.mark.parametrize("writers", ["1", "3"])
+async def test_decay_stores_relevance_purges_what_expired_and_records_the_run(wenv, tenant, writers):
     owner = wenv.owner
     fresh = await memory(owner, tenant, age_days=0.5)
     month = await memory(owner, tenant, age_days=30)
@@ -49,11 +50,12 @@ async def test_decay_stores_relevance_purges_what_expired_and_records_the_run(we
     gone = await memory(owner, tenant, age_days=2, expires_days=-1, keywords=("aurora",))
     await owner.execute(
         "INSERT INTO agent_memory.skip_entries (id, tenant_id, workspace, item, reason, expires_at) VALUES"
-        " ('skip-old', $1, 'default', 'x', 'r', now() - interval '1 minute'),"
-        " ('skip-new', $1, 'default', 'y', 'r', now() + interval '1 day')",
+        " ('skip-old-' || $1, $1, 'default', 'x', 'r', now() - interval '1 minute'),"
+        " ('skip-new-' || $1, $1, 'default', 'y', 'r', now() + interval '1 day')",
         tenant,
     )
-    rt = await open_runtime("consolidator", wenv.settings(PROTOCOL_DECAY_BATCH_SIZE="100"), max_jobs=1)
+    settings = wenv.settings(PROTOCOL_DECAY_BATCH_SIZE="100", PROTOCOL_DECAY_WRITERS=writers)
+    rt = await open_runtime("consolidator", settings, max_jobs=1)
     try:
         await rt.redis.zadd(l1.key(tenant, "default", "default", "aurora"), {gone: 1.0})
         result = await decay(rt)
@@ -77,7 +79,7 @@ async def test_decay_stores_relevance_purges_what_expired_and_records_the_run(we
         assert min(rows[fresh]["relevance"], rows[used]["relevance"]) > 5 * rows[month]["relevance"]
         assert await rt.redis.zscore(l1.key(tenant, "default", "default", "aurora"), gone) is None
         skips = await owner.fetch("SELECT id FROM agent_memory.skip_entries WHERE tenant_id = $1", tenant)
-        assert [s["id"] for s in skips] == ["skip-new"]
+        assert [s["id"] for s in skips] == [f"skip-new-{tenant}"]
         again = await decay(rt)  # nothing moved by more than 1e-4 since: nothing rewritten
         assert again["expired_memories"] == 0 and again["rescored"] <= result["rescored"]
     finally:

@@ -4,10 +4,12 @@ skip entries, and memories past their `expires` (their L1 keyword entries with t
 workspace was last done; memento_identity_crystallize ranks memories by the stored relevance.
 
 It runs beside writes: batches of PROTOCOL_DECAY_BATCH_SIZE rows in id order, each its own short transaction, and a
-row whose relevance moved by less than 1e-4 is not rewritten."""
+row whose relevance moved by less than 1e-4 is not rewritten. PROTOCOL_DECAY_WRITERS ranges of the id order are
+rescored at once, each on its own connection."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from typing import Any
@@ -20,7 +22,8 @@ from memento_shared.worker import Runtime
 log = logging.getLogger(__name__)
 
 _RELEVANCE = (
-    "WITH batch AS (SELECT id FROM agent_memory.fragments WHERE id > $1 ORDER BY id LIMIT $2),"
+    "WITH batch AS (SELECT id FROM agent_memory.fragments WHERE id > $1 AND ($4::text IS NULL OR id <= $4)"
+    " ORDER BY id LIMIT $2),"
     " changed AS (UPDATE agent_memory.fragments f"
     "   SET relevance = agent_memory.protocol_relevance(f.created_at, f.access_count, f.accessed_at, $3)"
     "   FROM batch b WHERE f.id = b.id AND abs(f.relevance"
@@ -39,19 +42,40 @@ _DONE = (
 )
 
 
+# where the id order splits into `writers` ranges of about equal size, read off a sample of some 20,000 rows (all of
+# them in a small store)
+_BOUNDS = (
+    "SELECT percentile_disc($1::float8[]) WITHIN GROUP (ORDER BY id) FROM agent_memory.fragments"
+    " TABLESAMPLE SYSTEM ((SELECT least(100, 100 * 20000 / greatest(reltuples, 1))"
+    " FROM pg_class WHERE oid = 'agent_memory.fragments'::regclass))"
+)
+
+
+async def _rescore(rt: Runtime, now: Any, low: str, high: str | None, batch: int) -> int:
+    """Rescore the ids in (low, high] batch by batch; returns how many rows changed."""
+    rescored, last = 0, low
+    async with rt.pool.acquire() as conn:
+        while True:
+            async with system_transaction(conn):
+                row = await conn.fetchrow(_RELEVANCE, last, batch, now, high)
+            if row["last"] is None:
+                return rescored
+            rescored, last = rescored + row["changed"], row["last"]
+
+
 async def decay(rt: Runtime) -> dict[str, Any]:
     started = time.perf_counter()
     batch = rt.settings.protocol_decay_batch_size
+    writers = rt.settings.protocol_decay_writers
     async with rt.pool.acquire() as conn:
         async with system_transaction(conn):
             now = await conn.fetchval("SELECT now()")
-        rescored, last = 0, ""
-        while True:
-            async with system_transaction(conn):
-                row = await conn.fetchrow(_RELEVANCE, last, batch, now)
-            if row["last"] is None:
-                break
-            rescored, last = rescored + row["changed"], row["last"]
+            cuts = [i / writers for i in range(1, writers)]
+            bounds = [b for b in (await conn.fetchval(_BOUNDS, cuts) or []) if b is not None] if cuts else []
+        # Postgres's backends do the work (the job only waits on them): one writer a core keeps each core busy
+        edges = ["", *sorted(set(bounds))]
+        ranges = [(low, edges[i + 1] if i + 1 < len(edges) else None) for i, low in enumerate(edges)]
+        rescored = sum(await asyncio.gather(*(_rescore(rt, now, low, high, batch) for low, high in ranges)))
         purged = 0
         while True:
             async with system_transaction(conn):
