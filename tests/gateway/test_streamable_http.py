@@ -24,9 +24,9 @@ def rpc(method: str, params: dict | None = None, msg_id: int | str | None = 7) -
     return message
 
 
-async def test_sdk_client_in_auto_mode_falls_back_from_discover_and_uses_the_tools(gateway, tenant):
+async def test_sdk_client_in_auto_mode_speaks_the_stateless_revision_and_uses_the_tools(gateway, tenant):
     async with gateway.client() as client:
-        assert client.protocol_version == "2025-11-25"
+        assert client.protocol_version == "2026-07-28"
         caps = client.server_capabilities
         assert caps.tools is not None and caps.logging is not None and caps.completions is None
         tools = {t.name: t for t in (await client.list_tools()).tools}
@@ -66,10 +66,13 @@ async def test_every_supported_protocol_version_header_is_accepted(gateway, vers
 async def test_an_unsupported_protocol_version_header_is_400(gateway):
     async with gateway.http() as http:
         session = await gateway.session(http)
-        for version in ("2026-07-28", "1999-01-01"):
-            headers = {"Mcp-Session-Id": session, "MCP-Protocol-Version": version}
-            answer = await http.post("/mcp", json=rpc("ping"), headers=headers)
-            assert answer.status_code == 400 and "Unsupported MCP-Protocol-Version" in answer.json()["error"]["message"]
+        headers = {"Mcp-Session-Id": session, "MCP-Protocol-Version": "1999-01-01"}
+        answer = await http.post("/mcp", json=rpc("ping"), headers=headers)
+        assert answer.status_code == 400 and "Unsupported MCP-Protocol-Version" in answer.json()["error"]["message"]
+        # 2026-07-28 is the stateless form: a request of it without its _meta is invalid params, session or not
+        headers["MCP-Protocol-Version"] = "2026-07-28"
+        answer = await http.post("/mcp", json=rpc("ping"), headers=headers)
+        assert answer.status_code == 400 and answer.json()["error"]["code"] == -32602
 
 
 async def test_initialize_negotiates_the_clients_version_or_the_newest(gateway):

@@ -107,8 +107,8 @@ GATEWAY_REJECTIONS = Counter(
 GATEWAY_STREAMS = Gauge("memento_gateway_open_streams", "SSE streams open on this replica", ["kind"], registry=REGISTRY)
 MCP_MESSAGES = Counter(
     "memento_mcp_messages_total",
-    "JSON-RPC messages handled by method and transport",
-    ["method", "transport"],
+    "JSON-RPC messages handled by method, transport and protocol version",
+    ["method", "transport", "version"],
     registry=REGISTRY,
 )
 

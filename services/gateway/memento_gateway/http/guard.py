@@ -54,7 +54,7 @@ class McpCors:
             allow_origins=list(edge.allowed_origins),
             allow_methods=["GET", "POST", "DELETE"],
             allow_headers=["Authorization", "Content-Type", "Accept", "Mcp-Session-Id", "MCP-Protocol-Version",
-                           "Last-Event-ID", "X-Memento-Workspace"],
+                           "Mcp-Method", "Mcp-Name", "Last-Event-ID", "X-Memento-Workspace"],
             expose_headers=["Mcp-Session-Id", "WWW-Authenticate", "Retry-After"],
             max_age=600,
         )  # fmt: skip

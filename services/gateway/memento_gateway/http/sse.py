@@ -19,9 +19,10 @@ HEADERS = {"Cache-Control": "no-cache, no-transform", "X-Accel-Buffering": "no"}
 KEEPALIVE = b": keepalive\n\n"  # a comment: clients ignore it, idle-closing proxies see traffic
 
 
-def event(data: Any, name: str = "message") -> bytes:
+def event(data: Any, name: str = "message", event_id: str | None = None) -> bytes:
     text = data if isinstance(data, str) else jsonio.dumps_str(data)
-    return f"event: {name}\ndata: {text}\n\n".encode()
+    head = f"id: {event_id}\n" if event_id else ""
+    return f"{head}event: {name}\ndata: {text}\n\n".encode()
 
 
 async def relay(

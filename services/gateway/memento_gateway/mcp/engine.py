@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from opentelemetry import trace
 
-from memento_gateway.mcp import methods
+from memento_gateway.mcp import envelope, methods, versions
 from memento_gateway.mcp.call import Call
 from memento_gateway.mcp.jsonrpc import INTERNAL_ERROR, Message, RpcError, error_response, result_response
 from memento_gateway.mcp.sessions import Session
@@ -22,28 +22,31 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 tracer = trace.get_tracer("memento.gateway")
 KNOWN = {
-    "initialize", "ping", "tools/list", "tools/call", "logging/setLevel", *methods.FORWARDED,
+    "initialize", "server/discover", "ping", "tools/list", "tools/call", "logging/setLevel", *methods.FORWARDED,
     "notifications/initialized", "notifications/cancelled", "notifications/progress",
     "notifications/roots/list_changed",
 }  # fmt: skip
 
 
-def count(method: str, transport: str) -> None:
-    MCP_MESSAGES.labels(method if method in KNOWN else "other", transport).inc()
+def count(method: str, transport: str, version: str) -> None:
+    """One message served, by its protocol version: 2026-07-28 counts the stateless form."""
+    MCP_MESSAGES.labels(method if method in KNOWN else "other", transport, version).inc()
 
 
 async def answer(gw: Gateway, message: Message, call: Call, transport: str) -> dict[str, Any] | None:
-    """The response to a request; None when the client cancelled it meanwhile (it then gets no response)."""
-    count(message.method, transport)
+    """The response to a request; None when the client cancelled it meanwhile (it then gets no response). Counted
+    once answered."""
     task = gw.inflight.start(call.session.id, message.id, _run(gw, message, call))
     try:
         # shielded: a client that goes away is not cancelling (MCP transports); the call finishes regardless
-        return await asyncio.shield(task)
+        response = await asyncio.shield(task)
     except asyncio.CancelledError:
         current = asyncio.current_task()
         if task.cancelled() and not (current and current.cancelling()):  # the client's cancel, not our caller's
             return None
         raise
+    count(message.method, transport, call.session.protocol_version)
+    return response
 
 
 async def _run(gw: Gateway, message: Message, call: Call) -> dict[str, Any]:
@@ -53,17 +56,19 @@ async def _run(gw: Gateway, message: Message, call: Call) -> dict[str, Any]:
         try:
             result = await methods.dispatch(message, call, gw)
         except RpcError as exc:
-            return error_response(message.id, exc.code, exc.message)
+            return error_response(message.id, exc.code, exc.message, exc.data)
         except Exception as exc:  # a bug here must not become a stack trace for the client
             log.exception("mcp.internal_error", extra={"method": message.method, "error_type": type(exc).__name__})
             return error_response(message.id, INTERNAL_ERROR, "internal error")
+    if versions.is_stateless(call.session.protocol_version):
+        result = envelope.stamp(message.method, result)
     return result_response(message.id, result)
 
 
 async def notify(gw: Gateway, message: Message, session: Session, transport: str) -> None:
     """Notifications and client responses need no answer; a cancellation stops its request wherever it runs."""
     if message.kind == "notification":
-        count(message.method, transport)
+        count(message.method, transport, session.protocol_version)
     if message.method != "notifications/cancelled":
         return
     request_id = message.params.get("requestId")

@@ -11,6 +11,8 @@ from typing import Any, Literal
 
 PARSE_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, INVALID_PARAMS, INTERNAL_ERROR = -32700, -32600, -32601, -32602, -32603
 REQUEST_CANCELLED = -32800  # what a JSON-only POST answers when its request was cancelled meanwhile
+# 2026-07-28: the range the specification reserves for its own errors
+HEADER_MISMATCH, MISSING_CLIENT_CAPABILITY, UNSUPPORTED_PROTOCOL_VERSION = -32020, -32021, -32022
 
 Kind = Literal["request", "notification", "response"]
 
@@ -18,14 +20,15 @@ Kind = Literal["request", "notification", "response"]
 class RpcError(Exception):
     """A JSON-RPC error for one message; `msg_id` is known once the message was readable."""
 
-    def __init__(self, code: int, message: str, msg_id: Any = None) -> None:
+    def __init__(self, code: int, message: str, msg_id: Any = None, data: Any = None) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
         self.msg_id = msg_id
+        self.data = data
 
     def response(self) -> dict[str, Any]:
-        return error_response(self.msg_id, self.code, self.message)
+        return error_response(self.msg_id, self.code, self.message, self.data)
 
 
 @dataclass(frozen=True)
@@ -46,8 +49,11 @@ class Message:
         return self.raw.get("params") or {}
 
 
-def error_response(msg_id: Any, code: int, message: str) -> dict[str, Any]:
-    return {"jsonrpc": "2.0", "id": msg_id, "error": {"code": code, "message": message}}
+def error_response(msg_id: Any, code: int, message: str, data: Any = None) -> dict[str, Any]:
+    error: dict[str, Any] = {"code": code, "message": message}
+    if data is not None:
+        error["data"] = data
+    return {"jsonrpc": "2.0", "id": msg_id, "error": error}
 
 
 def result_response(msg_id: Any, result: dict[str, Any]) -> dict[str, Any]:

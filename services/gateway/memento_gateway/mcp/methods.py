@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from memento_gateway.mcp import tools
+from memento_gateway.mcp import tools, versions
 from memento_gateway.mcp.call import LOG_LEVELS, Call
 from memento_gateway.mcp.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND, Message, RpcError
 from memento_gateway.mcp.sessions import SessionStore
@@ -35,7 +35,7 @@ FORWARDED = {
     "prompts/list": {"prompts": []},
     "prompts/get": None,
 }
-RESOURCE_NOT_FOUND = -32002  # MCP's code for resources/read of an unknown URI
+RESOURCE_NOT_FOUND = -32002  # resources/read of an unknown URI, up to 2025-11-25 (2026-07-28: invalid params)
 
 
 def initialize_result(version: str) -> dict[str, Any]:
@@ -45,6 +45,11 @@ def initialize_result(version: str) -> dict[str, Any]:
         "serverInfo": SERVER_INFO,
         "instructions": INSTRUCTIONS,
     }
+
+
+def discover_result() -> dict[str, Any]:
+    """server/discover (2026-07-28): every version we speak, the handshake ones included, as a dual-era server."""
+    return {"supportedVersions": list(versions.ALL), "capabilities": CAPABILITIES, "instructions": INSTRUCTIONS}
 
 
 async def dispatch(message: Message, call: Call, gw: Gateway) -> dict[str, Any]:
@@ -75,19 +80,21 @@ async def _forward(message: Message, call: Call, upstream: Upstream) -> dict[str
         body = await upstream.forward(message.method, message.params, call.principal, call.session.id)
     except UpstreamUnavailable:
         raise RpcError(INTERNAL_ERROR, "memory-api is unavailable; retry", message.id) from None
+    not_found = INVALID_PARAMS if versions.is_stateless(call.session.protocol_version) else RESOURCE_NOT_FOUND
+    unknown = {"uri": message.params.get("uri")}  # the revisions' error data for an unknown resource
     if body is None:
         empty = FORWARDED[message.method]
         if empty is not None:
-            return empty
+            return dict(empty)
         if message.method == "resources/read":
-            raise RpcError(RESOURCE_NOT_FOUND, "Resource not found", message.id)
+            raise RpcError(not_found, "Resource not found", message.id, unknown)
         raise RpcError(INVALID_PARAMS, "Unknown prompt", message.id)
     if "error" in body:
         error = body["error"] if isinstance(body["error"], dict) else {}
         code = error.get("code")
         text = str(error.get("message", "request failed"))
         if code == "MEMORY_NOT_FOUND" and message.method == "resources/read":
-            raise RpcError(RESOURCE_NOT_FOUND, text, message.id)
+            raise RpcError(not_found, text, message.id, unknown)
         if code in ("INVALID_PARAMETER", "MEMORY_NOT_FOUND", "FORBIDDEN"):
             raise RpcError(INVALID_PARAMS, text, message.id)
         raise RpcError(INTERNAL_ERROR, text, message.id)

@@ -107,6 +107,10 @@ class SessionStore:
             alive, _, _ = await pipe.execute()
         return bool(alive)
 
+    async def slide_working_memory(self, tenant_id: str, handle: str) -> None:
+        """The stateless form's working memory, named by its handle on a request: it lives as long as it is used."""
+        await self.redis.expire(working_memory.key(tenant_id, handle), self.ttl)
+
     async def delete(self, session: Session) -> bool:
         """End a session, and its working memory with it."""
         async with self.redis.pipeline(transaction=True) as pipe:

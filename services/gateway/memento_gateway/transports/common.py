@@ -1,10 +1,15 @@
-"""Steps both MCP transports take on every request: authenticate and rate-limit the caller, read the body within
-its limit, pick the workspace, check the protocol-version header, and answer HTTP-level errors."""
+"""Steps the MCP transports take on every request: authenticate and rate-limit the caller, read the body within
+its limit, pick the workspace, check the protocol-version header, answer HTTP-level errors, and stream one
+request's answer with its notifications."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import re
+from collections.abc import AsyncIterator
+from dataclasses import replace
 from typing import Any
 
 from starlette.requests import Request
@@ -13,9 +18,13 @@ from starlette.responses import JSONResponse, Response
 from memento_gateway.auth.authenticator import AuthError, Caller
 from memento_gateway.auth.credentials import credential, unauthorized
 from memento_gateway.gateway import Gateway
+from memento_gateway.http import sse
 from memento_gateway.http.limits import PayloadTooLarge, read_body
-from memento_gateway.mcp import versions
-from memento_gateway.mcp.jsonrpc import INVALID_REQUEST, RpcError, error_response
+from memento_gateway.mcp import engine, versions
+from memento_gateway.mcp.call import Call
+from memento_gateway.mcp.hub import CLOSE
+from memento_gateway.mcp.jsonrpc import INVALID_REQUEST, Message, RpcError, error_response
+from memento_gateway.mcp.replay import EventLog
 from memento_gateway.mcp.sessions import Session, SessionStore
 from memento_gateway.upstream import UpstreamUnavailable
 from memento_shared.telemetry.metrics import GATEWAY_REJECTIONS
@@ -30,7 +39,7 @@ def rpc_error(status: int, code: int, message: str, msg_id: Any = None, headers:
 
 
 def rpc_failure(status: int, exc: RpcError) -> JSONResponse:
-    return rpc_error(status, exc.code, exc.message, exc.msg_id)
+    return JSONResponse(exc.response(), status_code=status)
 
 
 def too_many(retry_after: int, what: str = "rate limit exceeded") -> JSONResponse:
@@ -123,3 +132,66 @@ def accepts(request: Request) -> tuple[bool, bool]:
     return bool(kinds & {"application/json", "application/*", "*/*"}), bool(
         kinds & {"text/event-stream", "text/*", "*/*"}
     )
+
+
+def wants_stream(message: Message, session: Session) -> bool:
+    """A tools/call that has something to stream besides its answer: progress, or log messages asked for."""
+    if message.method != "tools/call":
+        return False
+    meta = message.params.get("_meta")
+    return (isinstance(meta, dict) and "progressToken" in meta) or session.log_level is not None
+
+
+async def answer_stream(
+    gw: Gateway,
+    message: Message,
+    call: Call,
+    transport: str,
+    *,
+    cancel_on_close: bool = False,
+    events: EventLog | None = None,
+) -> AsyncIterator[bytes]:
+    """One request's notifications, then its answer, as SSE events. The call runs outside this generator, so a
+    client that goes away does not stop it (2025 revisions), and with `events` every event is numbered and kept so
+    the client can resume the stream elsewhere (mcp/replay.py). With `cancel_on_close` (2026-07-28, where closing
+    the stream is the cancellation) a client that goes away stops the call."""
+    queue: asyncio.Queue[tuple[str | None, dict[str, Any]]] = asyncio.Queue()
+
+    async def emit(item: dict[str, Any]) -> None:
+        event_id = None
+        if events is not None:
+            try:
+                event_id = await events.append(item)
+            except Exception as exc:  # Redis unreachable: the event still goes out, only not resumable
+                log.warning("sse.event_not_kept", extra={"error_type": type(exc).__name__})
+        await queue.put((event_id, item))
+
+    async def run() -> None:
+        answer = await engine.answer(gw, message, replace(call, emit=emit), transport)
+        if answer is not None:
+            await emit(answer)
+            return
+        if events is not None:  # cancelled: the stream ends without an answer, here and when resumed
+            with contextlib.suppress(Exception):
+                await events.end()
+        await queue.put((None, CLOSE))
+
+    gw.inflight.spawn(run())
+    answered = False
+    try:
+        while True:
+            try:
+                async with asyncio.timeout(gw.settings.sse_keepalive_s):
+                    event_id, item = await queue.get()
+            except TimeoutError:
+                yield sse.KEEPALIVE
+                continue
+            if item == CLOSE:
+                return
+            answered = item.get("id") == message.id and "method" not in item
+            yield sse.event(item, event_id=event_id)
+            if answered:
+                return
+    finally:
+        if cancel_on_close and not answered:
+            gw.inflight.cancel(call.session.id, message.id)

@@ -155,7 +155,7 @@ async def _initialize(gw: Gateway, session: Session, message: Message) -> Sessio
     client = str(info.get("name", "")) if isinstance(info, dict) else ""
     session = replace(session, protocol_version=version, client=client)
     await gw.sessions.save(session)
-    engine.count("initialize", TRANSPORT)
+    engine.count("initialize", TRANSPORT, version)
     await _publish(gw, session, result_response(message.id, initialize_result(version)))
     return session
 

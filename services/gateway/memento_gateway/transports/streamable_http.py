@@ -1,13 +1,17 @@
-"""MCP Streamable HTTP (2025-03-26 and later): `POST /mcp` answers JSON or an SSE stream, `GET /mcp` opens the
-session's server-to-client stream, `DELETE /mcp` ends the session. Sessions live in Redis, so any replica
-serves any request; the GET stream hears messages from every replica through the hub."""
+"""MCP Streamable HTTP (2025-03-26 to 2025-11-25): `POST /mcp` answers JSON or an SSE stream, `GET /mcp` opens
+the session's server-to-client stream, `DELETE /mcp` ends the session. Sessions live in Redis, so any replica
+serves any request; the GET stream hears messages from every replica through the hub. A POST's SSE stream is
+resumable: a `GET` with `Last-Event-ID` continues it on any replica (mcp/replay.py).
+
+A POST in the stateless form of 2026-07-28 (its version in the `MCP-Protocol-Version` header or the body's
+`_meta`) goes to transports/stateless.py instead; `initialize` still opens a session of an older revision."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 import secrets
-from collections.abc import AsyncIterator
+import time
 from dataclasses import replace
 from typing import Any
 
@@ -20,9 +24,8 @@ from memento_gateway.auth.authenticator import Caller
 from memento_gateway.gateway import Gateway, gateway
 from memento_gateway.http import sse
 from memento_gateway.http.limits import STREAM_LEASE_S
-from memento_gateway.mcp import engine, profiles, versions
+from memento_gateway.mcp import engine, envelope, profiles, replay, versions
 from memento_gateway.mcp.call import Call
-from memento_gateway.mcp.hub import CLOSE
 from memento_gateway.mcp.jsonrpc import (
     INVALID_REQUEST,
     REQUEST_CANCELLED,
@@ -35,7 +38,7 @@ from memento_gateway.mcp.jsonrpc import (
 )
 from memento_gateway.mcp.methods import initialize_result
 from memento_gateway.mcp.sessions import Session
-from memento_gateway.transports import common
+from memento_gateway.transports import common, stateless
 from memento_shared.jsonio import JSONBody
 from memento_shared.telemetry.metrics import GATEWAY_STREAMS
 
@@ -73,7 +76,9 @@ def _reply(answer: Any, json_ok: bool, headers: dict[str, str] | None = None) ->
 
 async def post(request: Request) -> Response:
     gw = gateway(request)
-    admitted = await _admitted(request, gw)
+    stateless_header = envelope.declared(request.headers)
+    # the stateless form names no session: an Mcp-Session-Id it carries is not even read (2026-07-28)
+    admitted = await common.admit(request, gw, None if stateless_header else request.headers.get(SESSION_HEADER))
     if isinstance(admitted, Response):
         return admitted
     caller, prefetched = admitted
@@ -85,6 +90,14 @@ async def post(request: Request) -> Response:
         return raw
     try:
         parsed = parse_body(raw)
+    except RpcError as exc:
+        return common.rpc_failure(400, exc)
+    if stateless_header or envelope.carried(parsed):
+        return await stateless.post(request, gw, caller, parsed, json_ok, sse_ok)
+    problem = common.version_header_problem(request)
+    if problem is not None:
+        return problem
+    try:
         if isinstance(parsed, list):
             return await _batch(request, gw, caller, prefetched, parsed, json_ok)
         message = classify(parsed)
@@ -101,8 +114,9 @@ async def post(request: Request) -> Response:
     call = await _call(request, caller, session)
     if isinstance(call, Response):
         return call
-    if not json_ok or (sse_ok and _wants_stream(message, session)):
-        return sse.EventStream(_answer_stream(gw, message, call))
+    if not json_ok or (sse_ok and common.wants_stream(message, session)):
+        events = replay.EventLog(gw.redis, session.id, gw.settings.session_ttl_minutes * 60)
+        return sse.EventStream(common.answer_stream(gw, message, call, TRANSPORT, events=events))
     answer = await engine.answer(gw, message, call, TRANSPORT)
     return JSONBody(answer or error_response(message.id, REQUEST_CANCELLED, "Request cancelled"))
 
@@ -112,37 +126,6 @@ async def _call(request: Request, caller: Caller, session: Session) -> Call | Re
     if isinstance(space, Response):
         return space
     return Call(session, replace(caller.principal, workspace=space, profiles=session.profiles))
-
-
-def _wants_stream(message: Message, session: Session) -> bool:
-    """A tools/call that has something to stream besides its answer: progress, or log messages asked for."""
-    if message.method != "tools/call":
-        return False
-    meta = message.params.get("_meta")
-    return (isinstance(meta, dict) and "progressToken" in meta) or session.log_level is not None
-
-
-async def _answer_stream(gw: Gateway, message: Message, call: Call) -> AsyncIterator[bytes]:
-    queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
-
-    async def run() -> None:
-        answer = await engine.answer(gw, message, replace(call, emit=queue.put), TRANSPORT)
-        await queue.put(answer if answer is not None else CLOSE)  # cancelled: the stream ends without one
-
-    # Not a child of this generator: if the client goes away the call still completes (and commits).
-    gw.inflight.spawn(run())
-    while True:
-        try:
-            async with asyncio.timeout(gw.settings.sse_keepalive_s):
-                item = await queue.get()
-        except TimeoutError:
-            yield sse.KEEPALIVE
-            continue
-        if item == CLOSE:
-            return
-        yield sse.event(item)
-        if item.get("id") == message.id and "method" not in item:
-            return
 
 
 async def _initialize(request: Request, gw: Gateway, caller: Caller, message: Message, json_ok: bool) -> Response:
@@ -160,7 +143,7 @@ async def _initialize(request: Request, gw: Gateway, caller: Caller, message: Me
         credential=caller.credential,
         credential_expires_at=caller.expires_at,
     )
-    engine.count("initialize", TRANSPORT)
+    engine.count("initialize", TRANSPORT, version)
     log.info("session.created", extra={"protocol_version": version, "transport": TRANSPORT})
     return _reply(result_response(message.id, initialize_result(version)), json_ok, {"Mcp-Session-Id": session.id})
 
@@ -198,8 +181,18 @@ async def _batch(
     return _reply(answers, json_ok) if answers else Response(status_code=202)
 
 
+def _stateless_refusal(request: Request) -> Response | None:
+    """GET and DELETE belong to sessions; 2026-07-28 has neither (its transport page: 405)."""
+    if envelope.declared(request.headers):
+        return Response(status_code=405, headers={"Allow": "POST"})
+    return None
+
+
 async def get(request: Request) -> Response:
     gw = gateway(request)
+    refused = _stateless_refusal(request)
+    if refused is not None:
+        return refused
     admitted = await _admitted(request, gw)
     if isinstance(admitted, Response):
         return admitted
@@ -209,6 +202,9 @@ async def get(request: Request) -> Response:
     session = _session(request, caller, prefetched)
     if isinstance(session, Response):
         return session
+    last_event_id = request.headers.get("last-event-id")
+    if last_event_id is not None:
+        return await _resume(gw, caller, session, last_event_id)
     stream_id = secrets.token_urlsafe(12)
     if not await gw.streams.claim(caller.identity, stream_id):
         return common.too_many(5, f"at most {gw.settings.max_streams_per_principal} open streams per credential")
@@ -240,8 +236,43 @@ async def _server_stream(gw: Gateway, session: Session, identity: str, stream_id
                 await gw.redis.delete(owner)
 
 
+async def _resume(gw: Gateway, caller: Caller, session: Session, last_event_id: str) -> Response:
+    """`GET` with `Last-Event-ID`: the rest of the POST response stream that event belongs to, on any replica."""
+    where = replay.parse(last_event_id)
+    if where is None or not await replay.exists(gw.redis, session.id, where[0]):
+        return common.rpc_error(404, INVALID_REQUEST, "Last-Event-ID names no stream of this session (or it expired)")
+    slot = secrets.token_urlsafe(12)
+    if not await gw.streams.claim(caller.identity, slot):
+        return common.too_many(5, f"at most {gw.settings.max_streams_per_principal} open streams per credential")
+    return sse.EventStream(_resumed(gw, session, caller.identity, slot, *where), headers={"Mcp-Session-Id": session.id})
+
+
+async def _resumed(gw: Gateway, session: Session, identity: str, slot: str, stream: str, after: int):
+    GATEWAY_STREAMS.labels("mcp").inc()
+    quiet_since = time.monotonic()
+    try:
+        async for item in replay.resume(gw.redis, session.id, stream, after):
+            if item is not None:
+                yield sse.event(item[1], event_id=item[0])
+            elif time.monotonic() - quiet_since >= gw.settings.sse_keepalive_s:
+                await gw.streams.renew(identity, slot)
+                if not await gw.sessions.touch(session):
+                    return
+                yield sse.KEEPALIVE
+            else:
+                continue
+            quiet_since = time.monotonic()
+    finally:
+        GATEWAY_STREAMS.labels("mcp").dec()
+        with anyio.CancelScope(shield=True):  # the client hung up: the slot must still be freed
+            await gw.streams.release(identity, slot)
+
+
 async def delete(request: Request) -> Response:
     gw = gateway(request)
+    refused = _stateless_refusal(request)
+    if refused is not None:
+        return refused
     admitted = await _admitted(request, gw)
     if isinstance(admitted, Response):
         return admitted
