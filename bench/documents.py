@@ -22,18 +22,20 @@ import secrets
 import sys
 import time
 import uuid
+from dataclasses import asdict
 
 import asyncpg
 import numpy as np
 from mcp import Client
 from pgvector.asyncpg import register_vector
 
+from bench import documents_fusion as fusion
 from bench.dialects import call, gateway_client
 from bench.report import RESULTS, ROOT, percentiles, replace_readme_block
 from bench.run import System, through_gateway
 from memento_memory_api.recall.lexical import identifier_in, terms
 from memento_memory_api.repositories import documents as repo
-from memento_memory_api.tools.documents import LEXICAL_TOP_K, SEMANTIC_TOP_K, TRIGRAM_TOP_K, fuse
+from memento_memory_api.tools.documents import LEXICAL_TOP_K, SEMANTIC_TOP_K, TRIGRAM_TOP_K, Weights, fuse
 from memento_memory_api.uow import Scope
 from memento_shared.db.rls import set_principal
 from memento_shared.internal_http import InternalClient
@@ -42,9 +44,16 @@ from memento_shared.text.chunking import chunk_markdown, outline
 
 CORPUS = ROOT / "bench" / "data" / "documents_corpus"
 QUERIES = ROOT / "bench" / "data" / "documents_queries.json"
-LISTS = ("lexical", "semantic", "trigram", "fused", "gateway", "no_boost")
-LABEL = {"lexical": "lexical (BM25)", "semantic": "semantic", "trigram": "trigram", "fused": "fused (RRF)",
-         "gateway": "memory.search (gateway)", "no_boost": "fused, canonical boost 0 (diagnostic)"}  # fmt: skip
+LISTS = ("lexical", "semantic", "trigram", "seed", "fused", "gateway")
+LABEL = {
+    "lexical": "lexical (BM25)",
+    "semantic": "semantic",
+    "trigram": "trigram",
+    "seed": "fused, seed 001's weights (Part 8)",
+    "fused": "fused, memory-api's weights (chosen on all: in-sample)",
+    "gateway": "memory.search (gateway)",
+    "held_out": "fused, weights chosen on the other folds (held out)",
+}
 TYPES = ("keyword", "paraphrase", "identifier")
 MRR_DEPTH = 20
 # query texts for the latency rows: the set's queries under these prefixes, so that no measured search meets a query
@@ -112,10 +121,12 @@ def answers(query: dict, docs: dict[str, dict], ids: dict[str, str]) -> list[tup
     return out
 
 
-def measure(ranked: list[tuple[str, list[str]]], relevant: list[tuple[str, list[str]]]) -> dict[str, float]:
-    def hit(answer: tuple[str, list[str]], result: tuple[str, list[str]]) -> bool:
-        return result[0] == answer[0] and list(result[1][: len(answer[1])]) == list(answer[1])
+def hit(answer: tuple[str, list[str]], result: tuple[str, list[str]]) -> bool:
+    """A result answers when it is the answer's item and within its section (a subsection counts)."""
+    return result[0] == answer[0] and list(result[1][: len(answer[1])]) == list(answer[1])
 
+
+def measure(ranked: list[tuple[str, list[str]]], relevant: list[tuple[str, list[str]]]) -> dict[str, float]:
     def recall(k: int) -> float:
         return sum(any(hit(a, r) for r in ranked[:k]) for a in relevant) / len(relevant)
 
@@ -130,25 +141,31 @@ async def embed(embedder: InternalClient, text: str, profile: str) -> np.ndarray
     return np.asarray(json.loads(answer.content)["data"][0]["embedding"], dtype=np.float32)
 
 
+SEED = Weights(k=60.0, lexical=0.4, semantic=0.5, trigram=0.1, canonical_boost=0.15, coverage_power=0.0)
+
+
 async def rank(system: System, client: Client, workspace: str, profile: tuple[str, int], queries, docs, ids) -> dict:
-    """Each query's three lists, their fusion and (a diagnostic) their fusion without the canonical boost, computed
+    """Each query's three lists, their fusion with the seed's weights (Part 8) and with memory-api's, computed
     in-process with memory.search's own functions under its principal, and memory.search's answer through the
-    gateway, each scored against the query's answers."""
+    gateway, each scored against the query's answers; then the weights chosen and scored on held-out folds
+    (bench.documents_fusion) over the same lists."""
     settings = Settings(DATABASE_URL=system.info["database_url"], REDIS_URL=system.info["redis_url"])
-    no_boost = settings.model_copy(update={"document_canonical_boost": 0.0})  # the same lists, fused without it
     scope = Scope(tenant_id="default", workspace=workspace, agent_id="default")
     embedder = InternalClient(system.service_url("embedder"), timeout_s=30)
     conn = await asyncpg.connect(system.info["database_url"], server_settings={"search_path": "agent_memory,public"})
     await register_vector(conn)
-    per_query, disagree = [], []
+    per_query, disagree, raw = [], [], []
     try:
         for q in queries:
             words, identifier = terms(q["query"]), identifier_in(q["query"])
             vector = await embed(embedder, q["query"], profile[0])
             async with conn.transaction():
                 await set_principal(conn, tenant_id="default", workspace=workspace, agent_id="default")
+                lexical, covered = (
+                    await repo.bm25(conn, scope, q["query"], None, False, LEXICAL_TOP_K) if words else ([], [])
+                )
                 lists = {
-                    "lexical": (await repo.bm25(conn, scope, q["query"], None, False, LEXICAL_TOP_K) if words else []),
+                    "lexical": lexical,
                     "semantic": await repo.nearest(conn, scope, *profile, vector, None, False, SEMANTIC_TOP_K),
                     "trigram": (
                         await repo.trigram(conn, scope, identifier, None, False, TRIGRAM_TOP_K) if identifier else []
@@ -156,8 +173,15 @@ async def rank(system: System, client: Client, workspace: str, profile: tuple[st
                 }
                 rows = await repo.chunk_rows(conn, list({k for found in lists.values() for k in found}))
             canonical = {k: r["is_canonical"] for k, r in rows.items()}
-            fused = fuse(lists, canonical, settings)
-            lists["no_boost"] = [key for key, _ in fuse(lists, canonical, no_boost)]
+            coverage = max(covered, default=0.0)
+            relevant = answers(q, docs, ids)
+            hits = {k: [a for a, answer in enumerate(relevant) if hit(answer, (k[0], rows[k]["heading_path"]))]
+                    for k in rows}  # fmt: skip
+            raw.append({"id": q["id"], "type": q["type"], "doc": q["relevant"][0]["doc"], "lists": dict(lists),
+                        "canonical": canonical, "coverage": coverage, "lexical_coverage": covered,
+                        "hits": {k: a for k, a in hits.items() if a}, "answers": len(relevant)})  # fmt: skip
+            fused = fuse(lists, canonical, Weights.of(settings), coverage)
+            lists["seed"] = [key for key, _ in fuse(lists, canonical, SEED, coverage)]
             lists["fused"] = [key for key, _ in fused]
             ranked = {name: [(k[0], list(rows[k]["heading_path"])) for k in keys] for name, keys in lists.items()}
             found = (await call(client, "memory.search", {"query": q["query"], "limit": MRR_DEPTH}))["results"]
@@ -165,12 +189,13 @@ async def rank(system: System, client: Client, workspace: str, profile: tuple[st
             mine = [(k[0], rows[k]["anchor"], round(s, 6)) for k, s in fused[:MRR_DEPTH]]
             if mine != [(r["itemId"], r["sectionAnchor"], r["score"]) for r in found]:
                 disagree.append(q["id"])
-            relevant = answers(q, docs, ids)
             per_query.append({"id": q["id"], "type": q["type"], "trigram_ran": identifier is not None,
                               **{name: measure(ranked[name], relevant) for name in LISTS}})  # fmt: skip
     finally:
         await conn.close()
         await embedder.aclose()
+    print("bench: choosing the fusion weights on held-out folds ...", flush=True)
+    tuning = fusion.tune(raw, SEED)
     summary = {}
     for group in ("all", *TYPES):
         chosen = [p for p in per_query if group in ("all", p["type"])]
@@ -178,7 +203,18 @@ async def rank(system: System, client: Client, workspace: str, profile: tuple[st
             name: {m: round(sum(p[name][m] for p in chosen) / len(chosen), 3) for m in ("recall@5", "recall@10", "mrr")}
             for name in LISTS
         }
-    return {"summary": summary, "fused_vs_gateway_disagree": disagree, "per_query": per_query}
+        summary[group]["held_out"] = tuning["summary"][group]["held_out"]
+    for record in raw:  # chunk keys as text, for the results file
+        record["lists"] = {n: [key_text(k) for k in keys] for n, keys in record["lists"].items()}
+        record["canonical"] = [key_text(k) for k, c in record["canonical"].items() if c]
+        record["hits"] = {key_text(k): a for k, a in record["hits"].items()}
+    return {"summary": summary, "fused_vs_gateway_disagree": disagree, "per_query": per_query,
+            "tuning": {k: v for k, v in tuning.items() if k != "per_query_held_out"},
+            "shipped": asdict(Weights.of(settings)), "lists_per_query": raw}  # fmt: skip
+
+
+def key_text(key: tuple) -> str:
+    return "/".join(map(str, key))
 
 
 async def search_latency(system: System, workspace: str, texts: list[str], concurrency: int, ops: int) -> dict:
@@ -295,7 +331,7 @@ def lines(results: dict) -> tuple[list[str], list[str]]:
     s = results["ranking"]["summary"]
     table = ["| ranking | recall@5 | recall@10 | MRR@20 | " + " | ".join(f"{t} r@10 / MRR" for t in TYPES) + " |",
              "|---|---|---|---|" + "---|" * len(TYPES)]  # fmt: skip
-    for name in LISTS:
+    for name in (*LISTS, "held_out"):
         cells = [s["all"][name][m] for m in ("recall@5", "recall@10", "mrr")]
         cells += [f"{s[t][name]['recall@10']} / {s[t][name]['mrr']}" for t in TYPES]
         table.append(f"| {LABEL[name]} | " + " | ".join(map(str, cells)) + " |")
