@@ -111,6 +111,8 @@ async def test_history_of_an_unknown_or_invisible_fragment_is_not_found(memory_a
         assert answer["error"]["code"] == "MEMORY_NOT_FOUND"
     answer = await memory_api.call("fragment_history", {"id": mine, "agentId": "beta"}, tenant=tenant, agents=("beta",))
     assert answer["error"]["code"] == "MEMORY_NOT_FOUND"
+    answer = await memory_api.call("fragment_history", {"id": mine, "agentId": "alpha"}, tenant=tenant, workspace="w2")
+    assert answer["error"]["code"] == "MEMORY_NOT_FOUND"
 
 
 # --- recall's filters ---------------------------------------------------------------------------------------------
@@ -233,8 +235,12 @@ async def test_a_cursor_is_refused_to_another_principal_and_when_it_is_not_one(m
     await memory_api.call("batch_remember", {"fragments": entries}, tenant=tenant)
     first = await recall(memory_api, tenant, keywords=["cursor"], pageSize=2)
     cursor = first["result"]["nextCursor"]
-    for caller in ({"tenant": tenant + "-b"}, {"tenant": tenant, "agents": ("beta",)}):
-        refused = await memory_api.call("recall", {"cursor": cursor, "agentId": "beta"}, **caller)
+    for caller, agent in (
+        ({"tenant": tenant + "-b"}, "default"),
+        ({"tenant": tenant, "agents": ("beta",)}, "beta"),
+        ({"tenant": tenant, "workspace": "w2"}, "default"),
+    ):
+        refused = await memory_api.call("recall", {"cursor": cursor, "agentId": agent}, **caller)
         assert refused["error"]["code"] == "INVALID_PARAMETER" and refused["error"]["field"] == "cursor"
     mine = await recall(memory_api, tenant, cursor=cursor)
     assert len(ids(mine)) == 2 and not set(ids(mine)) & set(ids(first))
