@@ -288,10 +288,17 @@ async def nearest(
         "SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true),"
         f" set_config('hnsw.ef_search', '{max(40, 2 * limit)}', true)"
     )
+    # Ordered over the vectors alone, so the walk is the profile's HNSW index (joined to the chunks, the planner
+    # scanned every chunk of the workspace and sorted them all: bench.documents_scale's plans); whether a chunk is
+    # of its item's latest version, of the kinds asked and not archived is checked per candidate, and the iterative
+    # scan goes on until `limit` pass.
     rows = await conn.fetch(
-        "SELECT c.item_id, c.version_num, c.chunk_index FROM agent_memory.chunk_embeddings e"
-        " JOIN agent_memory.doc_chunks c USING (item_id, version_num, chunk_index)"
-        f" {_LIVE_CHUNK} WHERE e.profile_id = '{profile_id}' AND e.tenant_id = $1 AND e.workspace = $2"
+        f"SELECT e.item_id, e.version_num, e.chunk_index, e.embedding::vector({int(dimension)}) <=> $5 AS distance"
+        f" FROM agent_memory.chunk_embeddings e WHERE e.profile_id = '{profile_id}'"
+        " AND e.tenant_id = $1 AND e.workspace = $2"
+        " AND EXISTS (SELECT 1 FROM agent_memory.doc_items i WHERE i.id = e.item_id"
+        " AND i.latest_version = e.version_num AND ($3::text[] IS NULL OR i.kind = ANY($3))"
+        " AND ($4 OR i.status = 'active'))"
         f" ORDER BY e.embedding::vector({int(dimension)}) <=> $5 LIMIT $6",
         scope.tenant_id,
         scope.workspace,
@@ -300,6 +307,8 @@ async def nearest(
         vector,
         limit,
     )
+    # relaxed_order may hand a candidate back a little out of order: the list is sorted by distance here
+    rows = sorted(rows, key=lambda r: (r["distance"], r["item_id"], r["chunk_index"]))
     return [(r["item_id"], r["version_num"], r["chunk_index"]) for r in rows]
 
 

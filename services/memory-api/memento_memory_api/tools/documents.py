@@ -5,6 +5,7 @@ vectors, so every read sees it at once; the embedder adds the chunks' vectors fr
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import math
@@ -380,9 +381,11 @@ async def memory_search(ctx: ToolContext, args: SearchArgs) -> dict[str, Any]:
     settings = ctx.settings
     words = terms(args.query)
     identifier = identifier_in(args.query)
-    query_vector = await vector_now(ctx, args.query, side="query")
+    # the query's vector is computed while Postgres runs the lexical and trigram lists (they come first below)
+    embedding = asyncio.create_task(vector_now(ctx, args.query, side="query"))
     kinds = list(args.kinds) if args.kinds else None
     started = time.perf_counter()
+    query_vector = None
     async with ctx.uow(ctx.scope) as uow:
         conn = uow.conn
         coverage = 0.0
@@ -401,17 +404,22 @@ async def memory_search(ctx: ToolContext, args: SearchArgs) -> dict[str, Any]:
                 max(SEMANTIC_TOP_K, args.limit),
             ),
         }  # fmt: skip
-        wanted = {"lexical": bool(words), "trigram": bool(identifier), "semantic": query_vector is not None}
         lists: dict[str, list] = {}
-        for name, search in searches.items():
-            if not wanted[name]:
-                lists[name] = []
-                continue
-            # a span and a latency per list (seed 001 Part 7), so a slow search shows which list was slow
-            with tracer.start_as_current_span(f"memory.search {name}"):
-                began = time.perf_counter()
-                lists[name] = await search()
-                SEARCH_LATENCY.labels(name).observe(time.perf_counter() - began)
+        try:
+            for name, search in searches.items():
+                if name == "semantic":  # awaited only now: the lists above ran while the model computed it
+                    query_vector = await embedding
+                wanted = {"lexical": bool(words), "trigram": bool(identifier), "semantic": query_vector is not None}
+                if not wanted[name]:
+                    lists[name] = []
+                    continue
+                # a span and a latency per list (seed 001 Part 7), so a slow search shows which list was slow
+                with tracer.start_as_current_span(f"memory.search {name}"):
+                    began = time.perf_counter()
+                    lists[name] = await search()
+                    SEARCH_LATENCY.labels(name).observe(time.perf_counter() - began)
+        finally:
+            embedding.cancel()  # done by now, unless a list failed first
         keys = list(dict.fromkeys(k for found in lists.values() for k in found))
         rows = await docs.chunk_rows(conn, keys) if keys else {}
     canonical = {key: row["is_canonical"] for key, row in rows.items()}
