@@ -109,18 +109,25 @@ def _to_invalid(exc: ValidationError, path: str = "") -> MementoError:
 # Text Postgres cannot store (NUL) or that is not Unicode text at all (a lone surrogate, which a JSON \u escape can
 # carry): no call holding it can succeed, so it is refused as the argument it is, before anything is written.
 _UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
-def _refuse_unstorable(value: Any, path: str) -> None:
+def _refuse_unstorable(value: Any, path: str, pattern: re.Pattern[str] = _UNSTORABLE) -> None:
     if isinstance(value, str):
-        if _UNSTORABLE.search(value):
+        if pattern.search(value):
             raise invalid(path or "arguments", "must not contain NUL characters or unpaired surrogates")
     elif isinstance(value, dict):
         for key, item in value.items():
-            _refuse_unstorable(item, f"{path}.{key}" if path else str(key))
+            _refuse_unstorable(item, f"{path}.{key}" if path else str(key), pattern)
     elif isinstance(value, list):
         for index, item in enumerate(value):
-            _refuse_unstorable(item, f"{path}.{index}")
+            _refuse_unstorable(item, f"{path}.{index}", pattern)
+
+
+def refuse_unencodable(arguments: Any) -> None:
+    """What cannot even be sent on as UTF-8 (a lone surrogate, which a JSON escape can carry) refused where it
+    arrives, naming its field: the gateway checks this before forwarding, memory-api the rest (parse)."""
+    _refuse_unstorable(arguments, "", _SURROGATE)
 
 
 def _clean_schema(schema: dict[str, Any]) -> dict[str, Any]:

@@ -14,7 +14,9 @@ from memento_gateway.mcp.jsonrpc import INVALID_PARAMS, RpcError
 from memento_gateway.mcp.progress import ToolProgress
 from memento_gateway.upstream import Upstream
 from memento_shared import jsonio
+from memento_shared.errors import MementoError
 from memento_shared.tools.registry import TOOLS, tools_for
+from memento_shared.tools.spec import refuse_unencodable
 
 tracer = trace.get_tracer("memento.gateway")
 UPSTREAM_FAILURES = ("RESOURCE_BUSY", "STORAGE_ERROR")
@@ -45,6 +47,10 @@ async def call_tool(
         raise RpcError(INVALID_PARAMS, f"Unknown tool: {name!r} {known} (profiles: {profiles})", msg_id)
     if arguments is not None and not isinstance(arguments, dict):
         raise RpcError(INVALID_PARAMS, "arguments must be an object", msg_id)
+    try:
+        refuse_unencodable(arguments)
+    except MementoError as exc:
+        return _tool_error(name, exc.to_body())
     progress = ToolProgress(call, params, redis, reports_steps=TOOLS[name].reports_progress)
     await progress.start(f"{name} started")
     with tracer.start_as_current_span(f"tools/call {name}", attributes={"mcp.tool": name}):
@@ -55,11 +61,7 @@ async def call_tool(
     if "error" in body:
         if body["error"].get("code") in UPSTREAM_FAILURES:
             await call.log("warning", {"tool": name, "error": body["error"]["code"]})
-        body = TOOLS[name].error_body(body)  # the gateway's own errors too, in the dialect's codes
-        return {
-            "content": [{"type": "text", "text": jsonio.dumps_str({"error": body["error"]})}],
-            "isError": True,
-        }
+        return _tool_error(name, body)
     result = body["result"]
     # the text content is the JSON, unless the dialect answers in words of its own (memory-api's `text`)
     text = body["text"] if isinstance(body.get("text"), str) else jsonio.dumps_str(result)
@@ -68,3 +70,8 @@ async def call_tool(
     if versions.has_structured_output(call.session.protocol_version):
         out["structuredContent"] = result
     return out
+
+
+def _tool_error(name: str, body: dict[str, Any]) -> dict[str, Any]:
+    body = TOOLS[name].error_body(body)  # the gateway's own errors too, in the dialect's codes
+    return {"content": [{"type": "text", "text": jsonio.dumps_str({"error": body["error"]})}], "isError": True}
