@@ -50,3 +50,90 @@ async def test_a_batch_of_200_with_three_bad_entries_then_history_and_pages(syst
 
         failed, wrong = await call(client, "fragment_history", {"id": "frag-nope"})
         assert failed and wrong["error"]["code"] == "MEMORY_NOT_FOUND"
+
+
+def note(content: str) -> dict:
+    return {"content": content, "topic": "pg", "type": "fact", "keywords": ["paging"]}
+
+
+async def test_pages_of_50_through_120_matches_while_30_more_are_written(system):
+    async with client_for(system, "fragments", fresh_workspace("pages")) as client:
+        await call(client, "batch_remember", {"fragments": [note(f"paging note {i:03d}") for i in range(120)]})
+        args = {"keywords": ["paging"], "pageSize": 50, "includeLinks": False, "tokenBudget": 100000}
+        _, page = await call(client, "recall", args)
+        seen, late, pages = [], set(), 0
+        while True:
+            pages += 1
+            seen += [f["id"] for f in page["fragments"]]
+            _, written = await call(
+                client, "batch_remember", {"fragments": [note(f"late {pages}-{i}") for i in range(10)]}
+            )
+            late |= {r["id"] for r in written["results"]}
+            if "nextCursor" not in page:
+                break
+            _, page = await call(client, "recall", {"cursor": page["nextCursor"]})
+        assert pages == 3 and len(late) == 30
+        assert len(seen) == len(set(seen)) == 120 and not late & set(seen)
+
+
+async def test_as_of_and_time_ranges_on_crafted_timestamps(system):
+    from datetime import UTC, datetime, timedelta
+
+    import asyncpg
+
+    from tests.e2e.test_fuzz_tools import owner_url
+
+    async with client_for(system, "fragments", fresh_workspace("asof")) as client:
+        _, old = await call(client, "remember", {"content": "the queue is rabbitmq", "topic": "q", "type": "fact",
+                                                 "keywords": ["queue"]})  # fmt: skip
+        _, newer = await call(client, "remember", {"content": "the queue has three partitions", "topic": "q",
+                                                   "type": "fact", "keywords": ["queue"]})  # fmt: skip
+        await call(client, "amend", {"id": old["id"], "content": "the queue is kafka"})
+        owner = await asyncpg.connect(owner_url(system))
+        # noon three days ago the first, amended at noon two days ago; noon yesterday the second (whole UTC days, so
+        # the words' days do not depend on the hour the test runs)
+        midnight = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+        try:
+            await owner.execute("UPDATE agent_memory.fragments SET created_at = $2 WHERE id = $1", old["id"],
+                                midnight - timedelta(days=3) + timedelta(hours=12))  # fmt: skip
+            await owner.execute("UPDATE agent_memory.fragment_versions SET amended_at = $2 WHERE fragment_id = $1",
+                                old["id"], midnight - timedelta(days=2) + timedelta(hours=12))  # fmt: skip
+            await owner.execute("UPDATE agent_memory.fragments SET created_at = $2 WHERE id = $1", newer["id"],
+                                midnight - timedelta(days=1) + timedelta(hours=12))  # fmt: skip
+        finally:
+            await owner.close()
+        base = {"keywords": ["queue"], "includeLinks": False}
+
+        async def contents(**args) -> list[str]:
+            failed, answer = await call(client, "recall", {**base, **args})
+            assert not failed, answer
+            return sorted(f["content"] for f in answer["fragments"])
+
+        before_amend = (midnight - timedelta(days=2)).isoformat()
+        assert await contents(asOf=before_amend) == ["the queue is rabbitmq"]  # the old text; the newer not yet
+        assert await contents(asOf=(midnight - timedelta(hours=1)).isoformat()) == [
+            "the queue has three partitions", "the queue is kafka"]  # fmt: skip
+        assert await contents(timeRange={"from": "2 days ago"}) == ["the queue has three partitions"]
+        assert await contents(timeRange={"to": "그저께"}) == ["the queue is kafka"]  # created three days ago
+        assert await contents(timeRange={"from": "어제"}) == ["the queue has three partitions"]
+
+
+async def test_exclude_seen_after_context_in_the_same_session(system):
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
+
+    from tests.e2e.conftest import ACCESS_KEY
+
+    headers = {"Authorization": f"Bearer {ACCESS_KEY}", "X-Memento-Workspace": fresh_workspace("seen")}
+    transport = streamable_http_client(f"{system.mcp_url}?profile=fragments",
+                                       http_client=create_mcp_http_client(headers=headers))  # fmt: skip
+    async with Client(transport, mode="legacy") as client:  # a 2025 session: context and recall share it
+        _, pref = await call(client, "remember", {"content": "prefers short answers", "topic": "style",
+                                                  "type": "preference", "keywords": ["style"]})  # fmt: skip
+        _, fact = await call(client, "remember", {"content": "style guide is in the wiki", "topic": "style",
+                                                  "type": "fact", "keywords": ["style"]})  # fmt: skip
+        _, loaded = await call(client, "context", {})
+        assert pref["id"] in [f["id"] for f in loaded["coreMemory"]]
+        _, rest = await call(client, "recall", {"keywords": ["style"], "excludeSeen": True, "includeLinks": False})
+        assert [f["id"] for f in rest["fragments"]] == [fact["id"]]
