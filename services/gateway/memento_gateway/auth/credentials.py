@@ -20,7 +20,10 @@ def bearer_token(authorization: str | None) -> str | None:
 
 
 def credential(request: Request) -> str | None:
-    header = request.headers.get("authorization")
+    headers = request.headers.getlist("authorization")
+    if len(headers) > 1:  # two credentials: which one a proxy and we would each read is anyone's guess
+        return ""
+    header = headers[0] if headers else None
     if header is not None:
         return bearer_token(header) or ""  # a header we cannot read is a bad credential, not a missing one
     return request.query_params.get("accessKey")

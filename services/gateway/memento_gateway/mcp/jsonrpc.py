@@ -70,6 +70,8 @@ def parse_body(body: bytes) -> Any:
         return json.loads(body)
     except (ValueError, UnicodeDecodeError):
         raise RpcError(PARSE_ERROR, "Parse error: the body is not valid JSON") from None
+    except RecursionError:  # nesting deeper than the parser goes (a 500 before)
+        raise RpcError(PARSE_ERROR, "Parse error: the JSON is nested too deeply") from None
 
 
 def classify(value: Any) -> Message:

@@ -116,6 +116,11 @@ def workspace(request: Request) -> str | Response:
 
 
 async def body(request: Request, gw: Gateway) -> bytes | Response:
+    """The request's JSON body within the size limit; 415 for a body that does not say it is JSON."""
+    media_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if media_type != "application/json":
+        GATEWAY_REJECTIONS.labels("unsupported_media_type").inc()
+        return rpc_error(415, INVALID_REQUEST, "Unsupported Media Type: send Content-Type: application/json")
     try:
         return await read_body(request, gw.settings.max_body_bytes)
     except PayloadTooLarge:
