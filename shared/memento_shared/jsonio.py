@@ -4,6 +4,7 @@ gateway's largest own cost on recall (13% of its CPU). Same JSON out: UTF-8 with
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import orjson
@@ -14,7 +15,12 @@ loads = orjson.loads
 
 def dumps(value: Any) -> bytes:
     # default=str: what the standard encoder's callers passed for datetimes and UUIDs
-    return orjson.dumps(value, default=str, option=orjson.OPT_NON_STR_KEYS)
+    try:
+        return orjson.dumps(value, default=str, option=orjson.OPT_NON_STR_KEYS)
+    except TypeError:
+        # what a client's JSON can carry and orjson cannot write (a lone surrogate as a \u escape, an integer past
+        # 64 bits): written escaped by the standard encoder, so the answer still goes out (a 500 before)
+        return json.dumps(value, default=str, ensure_ascii=True).encode()
 
 
 def dumps_str(value: Any) -> str:

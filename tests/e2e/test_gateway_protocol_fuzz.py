@@ -70,6 +70,17 @@ BODIES = [
     (b'{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "recall", "arguments": []}}', {-32602}),
     (b'{"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"cursor": {"deep": [1, 2]}}}', {-32602, None}),
     (b'{"jsonrpc": "2.0", "id": 1, "method": "tools/list", "jsonrpc": "2.0"}', {None}),  # a duplicate key
+    # what the parser takes and the encoder could not write back (500s before jsonio's fallback)
+    (b'{"jsonrpc": "2.0", "id": 18446744073709551616, "method": "tools/list"}', {None}),
+    (b'{"jsonrpc": "2.0", "id": 1, "method": "\\ud800"}', {-32601}),
+    (
+        b'{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "recall", "arguments": {"\\ud800": 1}}}',
+        {None},
+    ),
+    (
+        b'{"jsonrpc": "2.0", "id": 1, "method": "resources/read", "params": {"uri": "memento://items/\\udc00"}}',
+        {None, -32602},
+    ),
 ]
 
 

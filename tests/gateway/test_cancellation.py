@@ -97,7 +97,7 @@ async def test_a_call_cancelled_by_both_its_client_and_its_caller_stops_the_call
     from types import SimpleNamespace
 
     from memento_gateway.mcp import engine
-    from memento_gateway.mcp.inflight import InFlight
+    from memento_gateway.mcp.inflight import InFlight, owner
     from memento_gateway.mcp.jsonrpc import Message
 
     async def runs_until_cancelled(gw, message, call):
@@ -105,12 +105,12 @@ async def test_a_call_cancelled_by_both_its_client_and_its_caller_stops_the_call
 
     monkeypatch.setattr(engine, "_run", runs_until_cancelled)
     gw = SimpleNamespace(inflight=InFlight())
-    call = SimpleNamespace(session=SimpleNamespace(id="session"))
+    call = SimpleNamespace(session=SimpleNamespace(id="session", principal=SimpleNamespace(tenant_id="t")))
     message = Message("request", {"jsonrpc": "2.0", "id": 7, "method": "tools/call"})
 
     client_only = asyncio.create_task(engine.answer(gw, message, call, "test"))
     await asyncio.sleep(0.01)
-    assert gw.inflight.cancel("session", 7)
+    assert gw.inflight.cancel(owner(call.session), 7)
     assert await client_only is None, "the client's cancel alone: no answer, and the handler goes on"
 
     both = asyncio.create_task(engine.answer(gw, message, call, "test"))
@@ -120,3 +120,15 @@ async def test_a_call_cancelled_by_both_its_client_and_its_caller_stops_the_call
     both.cancel()
     with pytest.raises(asyncio.CancelledError):
         await both
+
+
+def test_the_same_handle_and_request_id_of_two_tenants_are_two_calls():
+    """A stateless request's session id is the working-memory handle its client chose: another tenant's client may
+    choose it too, and closing one's stream must not cancel the other's call."""
+    from types import SimpleNamespace
+
+    from memento_gateway.mcp.inflight import owner
+
+    mine = SimpleNamespace(id="handle-1", principal=SimpleNamespace(tenant_id="a"))
+    theirs = SimpleNamespace(id="handle-1", principal=SimpleNamespace(tenant_id="b"))
+    assert owner(mine) != owner(theirs)

@@ -259,3 +259,21 @@ async def test_exclude_seen_leaves_out_what_context_loaded_in_this_session(memor
     assert set(ids(await recall(memory_api, tenant, keywords=["style"], call=session))) == {pref, fact}
     other = {"session_id": "other-" + tenant}
     assert set(ids(await recall(memory_api, tenant, keywords=["style"], excludeSeen=True, call=other))) == {pref, fact}
+
+
+async def test_as_of_leaves_out_links_made_to_later_fragments_and_refuses_instants_past_the_calendar(
+    memory_api, tenant, owner_pool
+):
+    old = await remember(memory_api, tenant, "the broker is rabbitmq", keywords=["broker"])
+    await owner_pool.execute(
+        "UPDATE agent_memory.fragments SET created_at = now() - interval '2 days' WHERE id = $1", old
+    )
+    await remember(memory_api, tenant, "the broker moved to a new host today", linkedTo=[old])
+    yesterday = (datetime.now(UTC) - timedelta(days=1)).isoformat()
+    then = await memory_api.call(
+        "recall", {"keywords": ["broker"], "asOf": yesterday, "includeLinks": True}, tenant=tenant
+    )
+    assert [f["id"] for f in then["result"]["fragments"]] == [old]  # the later fragment is not there as a link
+    for instant in ("9999-12-31T23:59:59.999999", "0001-01-01T00:00:00+05:00"):
+        bad = await memory_api.call("recall", {"keywords": ["broker"], "asOf": instant}, tenant=tenant)
+        assert bad["error"]["code"] == "INVALID_PARAMETER" and bad["error"]["field"] == "asOf"

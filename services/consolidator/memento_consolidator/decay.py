@@ -73,9 +73,11 @@ async def decay(rt: Runtime) -> dict[str, Any]:
             cuts = [i / writers for i in range(1, writers)]
             bounds = [b for b in (await conn.fetchval(_BOUNDS, cuts) or []) if b is not None] if cuts else []
         # Postgres's backends do the work (the job only waits on them): one writer a core keeps each core busy
-        edges = ["", *sorted(set(bounds))]
+        edges = ["", *dict.fromkeys(bounds)]  # Postgres's own order (its collation), without repeats
         ranges = [(low, edges[i + 1] if i + 1 < len(edges) else None) for i, low in enumerate(edges)]
-        rescored = sum(await asyncio.gather(*(_rescore(rt, now, low, high, batch) for low, high in ranges)))
+        async with asyncio.TaskGroup() as group:  # one writer failing stops the others (gather would leave them)
+            tasks = [group.create_task(_rescore(rt, now, low, high, batch)) for low, high in ranges]
+        rescored = sum(task.result() for task in tasks)
         purged = 0
         while True:
             async with system_transaction(conn):

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from opentelemetry import trace
 
-from memento_gateway.mcp import envelope, methods, versions
+from memento_gateway.mcp import envelope, inflight, methods, versions
 from memento_gateway.mcp.call import Call
 from memento_gateway.mcp.jsonrpc import INTERNAL_ERROR, Message, RpcError, error_response, result_response
 from memento_gateway.mcp.sessions import Session
@@ -36,7 +36,7 @@ def count(method: str, transport: str, version: str) -> None:
 async def answer(gw: Gateway, message: Message, call: Call, transport: str) -> dict[str, Any] | None:
     """The response to a request; None when the client cancelled it meanwhile (it then gets no response). Counted
     once answered."""
-    task = gw.inflight.start(call.session.id, message.id, _run(gw, message, call))
+    task = gw.inflight.start(inflight.owner(call.session), message.id, _run(gw, message, call))
     try:
         # shielded: a client that goes away is not cancelling (MCP transports); the call finishes regardless
         response = await asyncio.shield(task)
@@ -72,5 +72,5 @@ async def notify(gw: Gateway, message: Message, session: Session, transport: str
     if message.method != "notifications/cancelled":
         return
     request_id = message.params.get("requestId")
-    if isinstance(request_id, str | int) and not gw.inflight.cancel(session.id, request_id):
-        await gw.hub.cancel(session.id, request_id)
+    if isinstance(request_id, str | int) and not gw.inflight.cancel(inflight.owner(session), request_id):
+        await gw.hub.cancel(inflight.owner(session), request_id)

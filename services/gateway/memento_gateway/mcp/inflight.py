@@ -15,6 +15,12 @@ def _key(session_id: str, request_id: Any) -> tuple[str, str]:
     return session_id, json.dumps(request_id)  # "1" and 1 are different ids
 
 
+def owner(session: Any) -> str:
+    """Whose requests: the tenant and the session. A stateless request's session id is the working-memory handle
+    its client chose, which another tenant's client may choose too; their requests must not cancel each other."""
+    return f"{session.principal.tenant_id}\x1f{session.id}"
+
+
 class InFlight:
     def __init__(self) -> None:
         self.tasks: dict[tuple[str, str], asyncio.Task[Any]] = {}

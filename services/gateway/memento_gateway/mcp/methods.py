@@ -11,6 +11,8 @@ from memento_gateway.mcp.call import LOG_LEVELS, Call
 from memento_gateway.mcp.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND, Message, RpcError
 from memento_gateway.mcp.sessions import SessionStore
 from memento_gateway.upstream import Upstream, UpstreamUnavailable
+from memento_shared.errors import MementoError
+from memento_shared.tools.spec import refuse_unencodable
 
 if TYPE_CHECKING:
     from memento_gateway.gateway import Gateway
@@ -76,6 +78,10 @@ async def _set_level(message: Message, call: Call, sessions: SessionStore) -> di
 
 
 async def _forward(message: Message, call: Call, upstream: Upstream) -> dict[str, Any]:
+    try:
+        refuse_unencodable(message.params)
+    except MementoError as exc:  # a lone surrogate (as a JSON escape): nothing can answer it but this
+        raise RpcError(INVALID_PARAMS, exc.message, message.id) from None
     try:
         body = await upstream.forward(message.method, message.params, call.principal, call.session.id)
     except UpstreamUnavailable:

@@ -20,7 +20,7 @@ from memento_gateway.auth.credentials import credential, unauthorized
 from memento_gateway.gateway import Gateway
 from memento_gateway.http import sse
 from memento_gateway.http.limits import PayloadTooLarge, read_body
-from memento_gateway.mcp import engine, versions
+from memento_gateway.mcp import engine, inflight, versions
 from memento_gateway.mcp.call import Call
 from memento_gateway.mcp.hub import CLOSE
 from memento_gateway.mcp.jsonrpc import INVALID_REQUEST, Message, RpcError, error_response
@@ -199,4 +199,4 @@ async def answer_stream(
                 return
     finally:
         if cancel_on_close and not answered:
-            gw.inflight.cancel(call.session.id, message.id)
+            gw.inflight.cancel(inflight.owner(call.session), message.id)

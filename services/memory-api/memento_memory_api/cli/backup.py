@@ -30,7 +30,7 @@ from collections.abc import Callable
 from contextlib import ExitStack, suppress
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import quote, unquote, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, quote, unquote, urlencode, urlsplit, urlunsplit
 
 import asyncpg
 
@@ -39,7 +39,12 @@ OWNER = "postgres"  # the embedded server's superuser (memento_devtools.embedded
 APP_ROLE = "memento_app"  # the services' role in the embedded setup (memento_devtools.launcher.APP_ROLE)
 _EXTERNAL_VARS = ("DATABASE_URL", "POSTGRES_HOST", "DB_HOST")
 # what says a database holds memories (restore refuses to replace it without --force)
-_CONTENT_TABLES = {"fragments": "fragments", "doc_items": "documents", "wm_items": "protocol items"}
+_CONTENT_TABLES = {
+    "fragments": "fragments",
+    "doc_items": "documents",
+    "wm_items": "protocol items",
+    "api_keys": "API keys",  # a store with keys but no memories yet is still someone's: not replaced unasked
+}
 # a bound, not a budget: restoring a million fragments rebuilds their HNSW and GIN indexes, many minutes on 2 cores
 _TIMEOUT_S = 24 * 3600.0
 
@@ -245,7 +250,12 @@ def _client_env(dsn: str, embedded: bool) -> tuple[str, dict[str, str]]:
         host = parts.netloc.rsplit("@", 1)[1]
         user = quote(unquote(parts.username or ""), safe="")
         parts = parts._replace(netloc=f"{user}@{host}")
-    return urlunsplit(parts), env
+    # a password given as a query parameter (?password=...) would reach the command line too
+    query = [(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if k != "password"]
+    password = next((v for k, v in parse_qsl(parts.query) if k == "password"), None)
+    if password is not None:
+        env["PGPASSWORD"] = password
+    return urlunsplit(parts._replace(query=urlencode(query))), env
 
 
 def _run(argv: list[str], env: dict[str, str], what: str, **kwargs) -> subprocess.CompletedProcess:

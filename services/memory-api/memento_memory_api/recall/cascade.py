@@ -55,7 +55,7 @@ async def recall(ctx: ToolContext, args: RecallArgs) -> dict[str, Any]:
                        "linkRelationType": args.linkRelationType, "fields": args.fields, "pageSize": args.pageSize,
                        "tokenBudget": args.tokenBudget}  # fmt: skip
             next_cursor = pages.encode(await pages.open_snapshot(ctx, order, options), len(chosen))
-        linked_rows, used = await _links(ctx, conn, args, chosen, rows, used)
+        linked_rows, used = await _links(ctx, conn, args, chosen, rows, used, as_of)
     for tier in found.tiers.values():
         RECALL_TIER_HITS.labels(tier).inc()
     # for whoever reads a slow recall's trace: which tiers found its candidates (never what was asked)
@@ -84,10 +84,10 @@ async def _next_page(ctx: ToolContext, args: RecallArgs) -> dict[str, Any]:
         order = [i for i in window if i in rows]
         chosen, used = _within_budget(order, rows, budget, page_size, at_least_one=True)
         consumed = window.index(chosen[-1]) + 1 if chosen else len(window)  # the deleted ones on the way count too
-        page_args = args.model_copy(update={"includeLinks": options["includeLinks"],
+        page_args = args.model_copy(update={"includeLinks": options["includeLinks"], "tokenBudget": budget,
                                             "linkRelationType": options["linkRelationType"],
                                             "includeSuperseded": options["superseded"]})  # fmt: skip
-        linked_rows, used = await _links(ctx, conn, page_args, chosen, rows, used)
+        linked_rows, used = await _links(ctx, conn, page_args, chosen, rows, used, as_of)
     position = offset + consumed
     next_cursor = pages.encode(token, position) if position < len(ids) else None
     result = [render.fragment(rows[i]) for i in chosen]
@@ -96,14 +96,28 @@ async def _next_page(ctx: ToolContext, args: RecallArgs) -> dict[str, Any]:
 
 
 async def _links(
-    ctx: ToolContext, conn: Any, args: RecallArgs, chosen: list[str], rows: dict[str, Any], used: int
+    ctx: ToolContext,
+    conn: Any,
+    args: RecallArgs,
+    chosen: list[str],
+    rows: dict[str, Any],
+    used: int,
+    as_of: datetime | None = None,
 ) -> tuple[list[Any], int]:
-    """One-hop linked fragments of the chosen ones, as long as the budget lasts."""
+    """One-hop linked fragments of the chosen ones, as long as the budget lasts (as of `as_of`, when given: none
+    created after it, each as it read then)."""
     linked_rows: list[Any] = []
     if args.includeLinks and chosen:
         relations = [args.linkRelationType] if args.linkRelationType else DEFAULT_LINK_TYPES
         limit = int(ctx.settings.memory_config.get("linkedFragmentLimit", 10))
-        for row in await repo.linked(conn, chosen, relations, limit, superseded=args.includeSuperseded):
+        neighbours = await repo.linked(
+            conn, chosen, relations, limit, superseded=args.includeSuperseded or as_of is not None, created_by=as_of
+        )
+        if as_of is not None:
+            then = {r["id"]: r for r in neighbours}
+            await _as_of(conn, then, as_of, args.includeSuperseded)
+            neighbours = list(then.values())
+        for row in neighbours:
             if row["id"] in rows and row["id"] in chosen:
                 continue
             if used + row["estimated_tokens"] > args.tokenBudget:
@@ -129,9 +143,11 @@ def _answer(
 def _instant(text: str) -> datetime:
     try:
         at = datetime.fromisoformat(text)
-    except ValueError:
+        at = (at if at.tzinfo is not None else at.replace(tzinfo=UTC)).astimezone(UTC)
+        at + timedelta(microseconds=1)  # the bound narrowing() takes: an instant at the calendar's end has none
+    except (ValueError, OverflowError):
         raise invalid("asOf", "must be an ISO 8601 instant, such as 2026-05-01T12:00:00Z") from None
-    return at if at.tzinfo is not None else at.replace(tzinfo=UTC)
+    return at
 
 
 def narrowing(args: RecallArgs, as_of: datetime | None) -> dict[str, Any] | None:

@@ -124,6 +124,10 @@ async def _gather(
     scope = ctx.scope
     found = Found()
     rows, tiers = found.rows, found.tiers
+    if query.narrow is not None:
+        # the narrowing's conditions are one jsonb parameter: a generic plan (which a prepared statement may switch
+        # to after five runs) could not use an index for the case or the time range it holds; plan for the values
+        await conn.execute("SELECT set_config('plan_cache_mode', 'force_custom_plan', true)")
     filters = {"superseded": query.superseded, "tags": query.tags, "narrow": query.narrow}
     if query.keywords:
         l1_ids = await l1_read if l1_read is not None else None

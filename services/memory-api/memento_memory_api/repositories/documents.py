@@ -292,21 +292,21 @@ async def nearest(
     # scanned every chunk of the workspace and sorted them all: bench.documents_scale's plans); whether a chunk is
     # of its item's latest version, of the kinds asked and not archived is checked per candidate, and the iterative
     # scan goes on until `limit` pass.
-    rows = await conn.fetch(
+    candidates = (
         f"SELECT e.item_id, e.version_num, e.chunk_index, e.embedding::vector({int(dimension)}) <=> $5 AS distance"
         f" FROM agent_memory.chunk_embeddings e WHERE e.profile_id = '{profile_id}'"
         " AND e.tenant_id = $1 AND e.workspace = $2"
         " AND EXISTS (SELECT 1 FROM agent_memory.doc_items i WHERE i.id = e.item_id"
         " AND i.latest_version = e.version_num AND ($3::text[] IS NULL OR i.kind = ANY($3))"
         " AND ($4 OR i.status = 'active'))"
-        f" ORDER BY e.embedding::vector({int(dimension)}) <=> $5 LIMIT $6",
-        scope.tenant_id,
-        scope.workspace,
-        kinds,
-        archived,
-        vector,
-        limit,
     )
+    args = (scope.tenant_id, scope.workspace, kinds, archived, vector, limit)
+    rows = await conn.fetch(f"{candidates} ORDER BY e.embedding::vector({int(dimension)}) <=> $5 LIMIT $6", *args)
+    if len(rows) < limit:
+        # the index holds every workspace's chunks: a small workspace's few may be past what the walk visits
+        # (hnsw.max_scan_tuples). Short, the list is recomputed exactly over the workspace's own vectors (the
+        # fence keeps the planner off the index), which for so few is cheap
+        rows = await conn.fetch(f"SELECT * FROM ({candidates} OFFSET 0) c ORDER BY distance LIMIT $6", *args)
     # relaxed_order may hand a candidate back a little out of order: the list is sorted by distance here
     rows = sorted(rows, key=lambda r: (r["distance"], r["item_id"], r["chunk_index"]))
     return [(r["item_id"], r["version_num"], r["chunk_index"]) for r in rows]

@@ -293,19 +293,28 @@ async def count_up_to(conn: asyncpg.Connection, scope: Scope, agents: list[str] 
 
 
 async def linked(
-    conn: asyncpg.Connection, ids: list[str], relations: list[str], limit: int, *, superseded: bool = False
+    conn: asyncpg.Connection,
+    ids: list[str],
+    relations: list[str],
+    limit: int,
+    *,
+    superseded: bool = False,
+    created_by: Any = None,
 ) -> list[asyncpg.Record]:
-    """One-hop neighbours over typed edges, either direction, excluding the origin set."""
+    """One-hop neighbours over typed edges, either direction, excluding the origin set (and, with `created_by`,
+    any created after it: recall's asOf)."""
     return await conn.fetch(
         f"SELECT DISTINCT ON (f.id) {', '.join('f.' + c.strip() for c in COLUMNS.split(','))}, l.relation_type"
         " FROM agent_memory.fragment_links l JOIN agent_memory.fragments f"
         "   ON f.id = CASE WHEN l.from_id = ANY($1::text[]) THEN l.to_id ELSE l.from_id END"
         " WHERE (l.from_id = ANY($1::text[]) OR l.to_id = ANY($1::text[])) AND l.relation_type = ANY($2::text[])"
-        f"   AND NOT (f.id = ANY($1::text[])) AND {live('f', '$4')} ORDER BY f.id LIMIT $3",
+        f"   AND NOT (f.id = ANY($1::text[])) AND {live('f', '$4')}"
+        "   AND ($5::timestamptz IS NULL OR f.created_at <= $5) ORDER BY f.id LIMIT $3",
         ids,
         relations,
         limit,
         superseded,
+        created_by,
     )
 
 

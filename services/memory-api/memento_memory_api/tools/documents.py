@@ -386,26 +386,30 @@ async def memory_search(ctx: ToolContext, args: SearchArgs) -> dict[str, Any]:
     kinds = list(args.kinds) if args.kinds else None
     started = time.perf_counter()
     query_vector = None
-    async with ctx.uow(ctx.scope) as uow:
-        conn = uow.conn
-        coverage = 0.0
+    coverage = 0.0
+    try:
+        async with ctx.uow(ctx.scope) as uow:
+            conn = uow.conn
 
-        async def lexical() -> list:
-            nonlocal coverage
-            found, covered = await docs.bm25(conn, ctx.scope, args.query, kinds, args.includeArchived, LEXICAL_TOP_K)
-            coverage = max(covered, default=0.0)
-            return found
+            async def lexical() -> list:
+                nonlocal coverage
+                found, covered = await docs.bm25(
+                    conn, ctx.scope, args.query, kinds, args.includeArchived, LEXICAL_TOP_K
+                )
+                coverage = max(covered, default=0.0)
+                return found
 
-        searches = {
-            "lexical": lexical,
-            "trigram": lambda: docs.trigram(conn, ctx.scope, identifier, kinds, args.includeArchived, TRIGRAM_TOP_K),
-            "semantic": lambda: docs.nearest(
-                conn, ctx.scope, ctx.profile.id, ctx.profile.dimension, query_vector, kinds, args.includeArchived,
-                max(SEMANTIC_TOP_K, args.limit),
-            ),
-        }  # fmt: skip
-        lists: dict[str, list] = {}
-        try:
+            searches = {
+                "lexical": lexical,
+                "trigram": lambda: docs.trigram(
+                    conn, ctx.scope, identifier, kinds, args.includeArchived, TRIGRAM_TOP_K
+                ),
+                "semantic": lambda: docs.nearest(
+                    conn, ctx.scope, ctx.profile.id, ctx.profile.dimension, query_vector, kinds,
+                    args.includeArchived, max(SEMANTIC_TOP_K, args.limit),
+                ),
+            }  # fmt: skip
+            lists: dict[str, list] = {}
             for name, search in searches.items():
                 if name == "semantic":  # awaited only now: the lists above ran while the model computed it
                     query_vector = await embedding
@@ -418,10 +422,10 @@ async def memory_search(ctx: ToolContext, args: SearchArgs) -> dict[str, Any]:
                     began = time.perf_counter()
                     lists[name] = await search()
                     SEARCH_LATENCY.labels(name).observe(time.perf_counter() - began)
-        finally:
-            embedding.cancel()  # done by now, unless a list failed first
-        keys = list(dict.fromkeys(k for found in lists.values() for k in found))
-        rows = await docs.chunk_rows(conn, keys) if keys else {}
+            keys = list(dict.fromkeys(k for found in lists.values() for k in found))
+            rows = await docs.chunk_rows(conn, keys) if keys else {}
+    finally:
+        embedding.cancel()  # done by now, unless the store failed first (no connection, a list's error)
     canonical = {key: row["is_canonical"] for key, row in rows.items()}
     scores = dict(fuse(lists, canonical, Weights.of(settings), coverage))
     SEARCH_LATENCY.labels("hybrid").observe(time.perf_counter() - started)

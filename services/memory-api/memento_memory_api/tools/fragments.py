@@ -123,7 +123,9 @@ async def batch_remember(ctx: ToolContext, args: BatchRememberArgs) -> dict[str,
         except MementoError as exc:
             results.append({"index": index, "error": exc.to_body()["error"]})
     async with ctx.uow(ctx.scope) as uow:
-        for index, fragment in built:
+        # in content-hash order: two batches holding the same contents in other orders would otherwise each wait
+        # on the other's first insert (a deadlock); a repeat within the batch follows its first, created: false
+        for index, fragment in sorted(built, key=lambda pair: (pair[1]["content_hash"], pair[0])):
             fragment_id, created = await store_fragment(ctx, uow, fragment)
             results.append({"index": index, "id": fragment_id, "created": created})
     results.sort(key=lambda r: r["index"])
