@@ -74,7 +74,8 @@ BODIES = [
     (b'{"jsonrpc": "2.0", "id": 18446744073709551616, "method": "tools/list"}', {None}),
     (b'{"jsonrpc": "2.0", "id": 1, "method": "\\ud800"}', {-32601}),
     (
-        b'{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "recall", "arguments": {"\\ud800": 1}}}',
+        b'{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "recall", '
+        b'"arguments": {"\\ud800": 1}}}',
         {None},
     ),
     (
