@@ -277,3 +277,16 @@ async def test_as_of_leaves_out_links_made_to_later_fragments_and_refuses_instan
     for instant in ("9999-12-31T23:59:59.999999", "0001-01-01T00:00:00+05:00"):
         bad = await memory_api.call("recall", {"keywords": ["broker"], "asOf": instant}, tenant=tenant)
         assert bad["error"]["code"] == "INVALID_PARAMETER" and bad["error"]["field"] == "asOf"
+
+
+async def test_a_principal_keeps_a_bounded_number_of_page_snapshots(memory_api, tenant):
+    from memento_memory_api.recall.pages import MAX_OPEN
+
+    await memory_api.call("batch_remember", {"fragments": [note(f"bounded note {i}") for i in range(3)]}, tenant=tenant)
+    cursors = []
+    for _ in range(MAX_OPEN + 1):
+        cursors.append((await recall(memory_api, tenant, keywords=["paging"], pageSize=1))["result"]["nextCursor"])
+    oldest = await memory_api.call("recall", {"cursor": cursors[0]}, tenant=tenant)
+    assert oldest["error"]["field"] == "cursor"  # dropped when the 21st opened
+    for cursor in cursors[1:]:
+        assert len(ids(await recall(memory_api, tenant, cursor=cursor))) == 1

@@ -4,13 +4,14 @@ are now (through the same filters and row-level security), so fragments written 
 repeats, no gaps; a fragment deleted meanwhile is simply not there.
 
 A snapshot belongs to the principal that made it (tenant, workspace, agent): a cursor shown to anyone else is
-refused as unknown, and so is one whose snapshot has expired."""
+refused as unknown, and so is one whose snapshot has expired or was dropped (a principal keeps MAX_OPEN at once)."""
 
 from __future__ import annotations
 
 import base64
 import json
 import secrets
+import time
 from typing import Any
 
 from redis.exceptions import RedisError
@@ -20,6 +21,7 @@ from memento_shared.errors import invalid, unavailable
 
 SNAPSHOT_TTL_S = 15 * 60
 MAX_SNAPSHOT = 1000  # ids a snapshot keeps: the first page's search looks this far
+MAX_OPEN = 20  # snapshots a principal keeps at once: opening one more drops its oldest (~30 KB each in Redis)
 
 
 def _key(token: str) -> str:
@@ -28,6 +30,11 @@ def _key(token: str) -> str:
 
 def _owner(ctx: ToolContext) -> list[str]:
     return [ctx.scope.tenant_id, ctx.scope.workspace, ctx.scope.agent_id]
+
+
+def _open_key(ctx: ToolContext) -> str:
+    """The principal's open snapshots, by when each was opened."""
+    return "recall:pages:open:" + json.dumps(_owner(ctx))
 
 
 def encode(token: str, offset: int) -> str:
@@ -40,8 +47,17 @@ async def open_snapshot(ctx: ToolContext, ids: list[str], options: dict[str, Any
         raise unavailable("paging needs Redis, which is unavailable")
     token = secrets.token_urlsafe(16)
     body = {"owner": _owner(ctx), "ids": ids[:MAX_SNAPSHOT], "options": options}
+    opened = _open_key(ctx)
     try:
-        await ctx.redis.set(_key(token), json.dumps(body), ex=SNAPSHOT_TTL_S)
+        async with ctx.redis.pipeline(transaction=True) as pipe:
+            pipe.set(_key(token), json.dumps(body), ex=SNAPSHOT_TTL_S)
+            pipe.zadd(opened, {token: time.time()})
+            pipe.zrange(opened, 0, -(MAX_OPEN + 1))  # the oldest past the cap
+            pipe.zremrangebyrank(opened, 0, -(MAX_OPEN + 1))
+            pipe.expire(opened, SNAPSHOT_TTL_S)
+            dropped = (await pipe.execute())[2]
+        if dropped:
+            await ctx.redis.delete(*(_key(t.decode() if isinstance(t, bytes) else t) for t in dropped))
     except (RedisError, OSError) as exc:
         raise unavailable("paging needs Redis, which did not answer") from exc
     return token
