@@ -14,7 +14,7 @@ import itertools
 from collections.abc import Iterable
 from dataclasses import asdict, replace
 
-from memento_memory_api.tools.documents import Weights
+from memento_memory_api.tools.documents import Weights, fuse
 
 FOLDS = 5
 DEPTH = 20
@@ -47,8 +47,6 @@ def metrics(query: dict, ranked: list) -> dict[str, float]:
 
 
 def ranking(query: dict, weights: Weights) -> list:
-    from memento_memory_api.tools.documents import fuse
-
     return [key for key, _ in fuse(query["lists"], query["canonical"], weights, query["coverage"])]
 
 
@@ -64,7 +62,8 @@ def objective(queries: list[dict], weights: Weights) -> float:
 
 def best(queries: list[dict], candidates: list[Weights]) -> Weights:
     """The best candidate on these queries; ties go to the earlier one in the grid."""
-    return max(candidates, key=lambda w: (objective(queries, w), -candidates.index(w)))
+    scored = [(objective(queries, w), -n, w) for n, w in enumerate(candidates)]
+    return max(scored, key=lambda t: t[:2])[2]
 
 
 def folds(queries: list[dict]) -> list[list[dict]]:
