@@ -122,7 +122,6 @@ FRAGMENT_FIELDS = (
 )  # fmt: skip
 FragmentField = Literal[FRAGMENT_FIELDS]  # type: ignore[valid-type]
 PAGE_MAX = 50
-PAGE_DEFAULT = 20
 
 
 class RecallArgs(Args):
@@ -157,8 +156,8 @@ class RecallArgs(Args):
     )
     pageSize: Annotated[int, Field(ge=1, le=PAGE_MAX)] | None = Field(
         None,
-        description=f"Page through every match, this many a page (at most {PAGE_MAX}; 20 when only cursor is given); "
-        "the answer's nextCursor fetches the next page",
+        description=f"Page through every match, this many a page (at most {PAGE_MAX}; with a cursor, the first "
+        "page's unless given again); the answer's nextCursor fetches the next page",
     )
     cursor: Annotated[str, StringConstraints(min_length=1, max_length=200)] | None = Field(
         None,

@@ -17,7 +17,7 @@ from memento_shared.errors import invalid
 from memento_shared.telemetry.metrics import RECALL_TIER_HITS
 from memento_shared.text import dates
 from memento_shared.text.keywords import normalise_keywords
-from memento_shared.tools.fragments import PAGE_DEFAULT, RecallArgs
+from memento_shared.tools.fragments import RecallArgs
 
 DEFAULT_LINK_TYPES = ["caused_by", "resolved_by", "related"]
 PAGED_CANDIDATES = 500  # per list, when paging: a snapshot holds every match up to about this many
@@ -70,7 +70,7 @@ async def _next_page(ctx: ToolContext, args: RecallArgs) -> dict[str, Any]:
     first page's options apply; pageSize, tokenBudget and fields may be given anew."""
     token, offset, ids, options = await pages.read(ctx, args.cursor)
     given = args.model_fields_set
-    page_size = (args.pageSize if "pageSize" in given else options["pageSize"]) or PAGE_DEFAULT
+    page_size = args.pageSize if "pageSize" in given else options["pageSize"]  # a snapshot always has one
     budget = args.tokenBudget if "tokenBudget" in given else options["tokenBudget"]
     fields = args.fields if "fields" in given else options["fields"]
     as_of = _instant(options["asOf"]) if options["asOf"] else None
