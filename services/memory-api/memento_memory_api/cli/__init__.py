@@ -1,5 +1,6 @@
 """`memento-admin`: operator commands. Each module in this package that defines `register(subparsers)` adds its
-commands (for example `keys.py`, `dead_letters.py`); nothing needs to be listed here."""
+commands (for example `keys.py`, `dead_letters.py`); nothing needs to be listed here. The same commands are the
+`admin` group of `memento` (command.py), whose own modules define `add_command(s)` instead, so they stay out of here."""
 
 from __future__ import annotations
 
@@ -8,9 +9,7 @@ import importlib
 import pkgutil
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="memento-admin", description="Memento operator commands")
-    subparsers = parser.add_subparsers(dest="command", required=True)
+def register_all(subparsers: argparse._SubParsersAction) -> None:
     for module in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
         if module.name.startswith("_"):
             continue
@@ -18,6 +17,11 @@ def build_parser() -> argparse.ArgumentParser:
         register = getattr(loaded, "register", None)
         if register is not None:
             register(subparsers)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="memento-admin", description="Memento operator commands")
+    register_all(parser.add_subparsers(dest="command", required=True))
     return parser
 
 
