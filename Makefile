@@ -23,7 +23,16 @@ install: $(STAMP) ## create .venv and install every service, the library and the
 run: $(STAMP) ## start the whole system on embedded Postgres+pgvector and Valkey
 	$(BIN)/python -m memento_devtools.launcher
 
-test: $(STAMP) ## set up, lint (ruff: a second), and run every test against embedded Postgres and Valkey
+# The console's browser tests drive Debian's Chromium (Playwright's own browser download is not available here):
+# installed once, on a machine that lacks it.
+CHROMIUM := $(VENV)/.chromium
+$(CHROMIUM): $(STAMP)
+	@test -x /usr/bin/chromium || { \
+		SUDO=$$(test "$$(id -u)" = 0 || echo sudo); \
+		$$SUDO apt-get update && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y chromium; }
+	@touch $(CHROMIUM)
+
+test: $(STAMP) $(CHROMIUM) ## set up, lint (ruff: a second), and run every test against embedded Postgres and Valkey
 	$(BIN)/ruff check --quiet . && $(BIN)/ruff format --check --quiet .
 	$(BIN)/python -m pytest
 

@@ -25,6 +25,7 @@ UNFILLED = {
     "protocol_decay": "written by the consolidator's decay job",
     "api_keys": "written by memento-admin; read through a SECURITY DEFINER function",
     "session_archives": "written when maintenance compacts a long session's events (hundreds of turns)",
+    "console_audit": "written by the web console's actions (memory-api routes/console.py), not by a tool",
 }
 
 

@@ -13,6 +13,7 @@ from starlette.routing import Route
 
 from memento_gateway.auth.api_keys import ApiKeys
 from memento_gateway.auth.authenticator import Authenticator
+from memento_gateway.console import routes as console_routes
 from memento_gateway.edge import edge_from
 from memento_gateway.gateway import Gateway
 from memento_gateway.http.guard import McpCors, OriginGuard
@@ -81,6 +82,7 @@ def create_app(settings: Settings) -> Starlette:
             *streamable_http.ROUTES,
             *legacy_sse.ROUTES,
             *oauth_routes.routes(oauth, edge),
+            console_routes.mount(),
             Route("/health", health, methods=["GET"]),
             Route("/livez", livez, methods=["GET"]),
             Route("/metrics", metrics_endpoint, methods=["GET"]),

@@ -55,6 +55,26 @@ def resolve_scope(principal: Principal, requested_agent: str | None, session_id:
     return Scope(principal.tenant_id, workspace, requested_agent, "agent", session_id)
 
 
+def tool_context(state, principal: Principal, scope: Scope, progress_id: str | None = None) -> ToolContext:
+    """The context a handler runs with, from the app's shared clients (also for the console, routes/console.py)."""
+    return ToolContext(
+        principal=principal,
+        scope=scope,
+        uow=state.uow,
+        redis=state.l1_redis,
+        embedder=state.embedder,
+        profile=state.profile,
+        settings=state.settings,
+        queue=state.queue,
+        access=state.access,
+        partition_verdicts=state.partition_verdicts,
+        l1=state.l1_keeper,
+        progress_id=progress_id,
+        llm=state.llm,
+        heuristic=state.heuristic,
+    )
+
+
 @router.post("/v1/tools/{name}")
 async def call_tool(name: str, request: Request) -> JSONResponse:
     state = request.app.state
@@ -81,22 +101,7 @@ async def call_tool(name: str, request: Request) -> JSONResponse:
             scope = resolve_scope(
                 principal, getattr(args, "agentId", None), request.headers.get("X-Memento-Session-Id")
             )
-            ctx = ToolContext(
-                principal=principal,
-                scope=scope,
-                uow=state.uow,
-                redis=state.l1_redis,
-                embedder=state.embedder,
-                profile=state.profile,
-                settings=state.settings,
-                queue=state.queue,
-                access=state.access,
-                partition_verdicts=state.partition_verdicts,
-                l1=state.l1_keeper,
-                progress_id=progress.valid_id(request.headers.get(progress.HEADER)),
-                llm=state.llm,
-                heuristic=state.heuristic,
-            )
+            ctx = tool_context(state, principal, scope, progress.valid_id(request.headers.get(progress.HEADER)))
             result = await handler(ctx, args)
             payload = (
                 {"result": result.result, "text": result.text} if isinstance(result, Answer) else {"result": result}
