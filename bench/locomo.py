@@ -14,25 +14,18 @@ vectors read back from the store), the plain-script references are computed besi
 
 Leave-one-conversation-out: every method is a `Method` with `tune(train_conversations) -> params` and
 `score(conversation, params) -> per-question rows`; `folds()` tunes on four conversations and scores the fifth, and
-the mean of the held-out folds is the figure to report once anything is tuned. No method has parameters yet (`tune`
-returns {}), so a fold's figure is the method on that conversation and the held-out mean is the plain mean over the
-conversations; the output says so. To plug in a tuned method (a sketch: GRID, mean_recall10 and my_ranking are
-yours):
-
-    def tune(train: list[Conversation]) -> dict:      # sees only the four training conversations
-        return max(GRID, key=lambda p: mean_recall10(score(c, p) for c in train))
-    def score(conversation: Conversation, params: dict) -> list[dict]:
-        return rows_for(conversation, [my_ranking(q, params) for q in conversation.questions])
-    METHODS.append(Method("mine", "my fusion", score, tune))
-
-`score` works from what the run gathered (`Conversation`: dia ids, stored texts and vectors, and per question its
-query vector and the lists `recall` returned, in `Question.rankings`); a setting that lives inside the service is
-tuned the same way by gathering one `recall` ranking per candidate setting into `Question.rankings` first.
+the mean of the held-out folds is the figure to report. Memento's tunable part is recall.relevance's settings
+(RECALL_*): after storing, the system is restarted once per entry of VARIANTS over the same data dir and every
+question asked again, so `Question.rankings` holds one `recall` ranking per setting; the `memento` method picks, on
+the four training conversations only, the TUNING candidate with the best recall@10 and scores the held-out one with
+it. The other variants are the ablation (each step off). The gathered rankings are saved (a pickle under
+bench/results/, not committed) so `--from-gathered FILE` can score them again without a system.
 
 The data is read from ../shared/data/locomo-dev.json (five of the ten conversations; never copied into the repo).
 
     python -m bench.locomo --folds              # starts the system like `make run`; all five conversations
     python -m bench.locomo --conversations 1    # a quick check on the first one (README left alone)
+    python -m bench.locomo --variants shipped,before   # only these settings
 """
 
 from __future__ import annotations
@@ -40,9 +33,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
+import pickle
 import re
 import subprocess
 import sys
+import tempfile
 import time
 from collections import defaultdict
 from collections.abc import Callable
@@ -195,6 +191,56 @@ def gathered(name: str) -> Callable[[Conversation, dict], list[dict]]:
     return lambda c, params: rows_for(c, [q.rankings[name] for q in c.questions])
 
 
+# recall.relevance's settings (issue 28), each asked over the same stored turns by restarting the system with them.
+# "shipped" is the defaults; the others turn one step off (the ablation) or try another value (what the folds choose
+# among, TUNING). Nothing here is tuned on a held-out conversation: `tuned_recall` picks on the training folds only.
+OFF = {"RECALL_CONTEXT_WEIGHT": "0", "RECALL_LIFT": "0", "RECALL_TIME_BOOST": "0"}
+VARIANTS: dict[str, tuple[str, dict[str, str]]] = {
+    "shipped": ("the defaults", {}),
+    "before": ("every step of issue 28's order off (plain RRF of the engine's lists)", OFF),
+    "no_context": ("without the context list (neighbours' words)", {"RECALL_CONTEXT_WEIGHT": "0"}),
+    "no_lift": ("without the neighbour lift", {"RECALL_LIFT": "0"}),
+    "no_time": ("without the time boost", {"RECALL_TIME_BOOST": "0"}),
+    "no_neighbours": ("context list of own words only, no lift", {"RECALL_NEIGHBOUR_WINDOW": "0"}),
+    "context_0.5": ("context weight 0.5", {"RECALL_CONTEXT_WEIGHT": "0.5"}),
+    "context_2": ("context weight 2", {"RECALL_CONTEXT_WEIGHT": "2"}),
+    "share_0.3": ("neighbour share 0.3", {"RECALL_NEIGHBOUR_SHARE": "0.3"}),
+    "share_0.8": ("neighbour share 0.8", {"RECALL_NEIGHBOUR_SHARE": "0.8"}),
+    "lift_0.5": ("lift 0.5", {"RECALL_LIFT": "0.5"}),
+    "lift_0.85": ("lift 0.85", {"RECALL_LIFT": "0.85"}),
+    "time_0.6": ("time boost 0.6", {"RECALL_TIME_BOOST": "0.6"}),
+    "decompose_0.5": (
+        "multi-part questions split, each part's words a list of weight 0.5",
+        {"RECALL_DECOMPOSE": "0.5"},
+    ),
+    "decompose_1": ("multi-part questions split, each part's words a list of weight 1", {"RECALL_DECOMPOSE": "1"}),
+}
+TUNING = ["shipped", "context_0.5", "context_2", "share_0.3", "share_0.8", "lift_0.5", "lift_0.85", "time_0.6",
+          "decompose_0.5", "decompose_1"]  # fmt: skip
+
+
+def ranking_name(variant: str) -> str:
+    return "text" if variant == "shipped" else f"text:{variant}"
+
+
+def mean_r10(rows: list[dict]) -> float:
+    return mean([r["r10"] for r in rows])
+
+
+def tuned_recall(train: list[Conversation]) -> dict:
+    """The candidate setting with the best recall@10 over the training conversations' questions."""
+    candidates = [v for v in TUNING if all(ranking_name(v) in q.rankings for c in train for q in c.questions)]
+    if not train or len(candidates) < 2:
+        return {"variant": "shipped"}
+    best = max(candidates, key=lambda v: (mean_r10([r for c in train for r in gathered(ranking_name(v))(c, {})]),
+                                          v == "shipped"))  # fmt: skip
+    return {"variant": best}
+
+
+def tuned_score(conversation: Conversation, params: dict) -> list[dict]:
+    return gathered(ranking_name(params.get("variant", "shipped")))(conversation, params)
+
+
 METHODS = [
     Method("bm25", "BM25", ranked_by(bm25_ranking)),
     Method("e5", "e5 dense", ranked_by(e5_ranking)),
@@ -203,8 +249,11 @@ METHODS = [
         f"BM25 + e5 RRF (k = {RRF_K})",
         ranked_by(lambda c, q: rrf([bm25_ranking(c, q), e5_ranking(c, q)], RRF_K)),
     ),
-    Method("memento", "Memento `recall {text}`", gathered("text")),
+    Method("memento", "Memento `recall {text}` (setting chosen on the training folds)", tuned_score, tuned_recall),
     Method("memento_keywords", "Memento `recall {keywords}`", gathered("keywords")),
+]
+ABLATION = [
+    Method(f"memento_{v}", f"Memento, {label}", gathered(ranking_name(v))) for v, (label, _) in VARIANTS.items()
 ]
 BASELINE, SUBJECT = "rrf", "memento"
 
@@ -304,34 +353,81 @@ async def ask(system: System, sample: dict, workspace: str, by_fragment: dict[st
                 continue
             text = qa["question"]
             rankings: dict[str, list[str]] = {}
+            started = time.perf_counter()
             found = await tools.call("recall", {"text": text, "includeLinks": False, "tokenBudget": 100000})
+            LATENCY["shipped"].append(time.perf_counter() - started)
             rankings["text"] = [by_fragment.get(f["id"], "") for f in found["fragments"]]
             keywords = extract_keywords(text)
             rankings["keywords"] = []
             if keywords:
                 found = await tools.call("recall", {"keywords": keywords, "includeLinks": False, "tokenBudget": 100000})
                 rankings["keywords"] = [by_fragment.get(f["id"], "") for f in found["fragments"]]
+            started = time.perf_counter()
             response = await emb.post(
                 "/v1/embeddings", json={"input": [text], "input_type": "query", "profile": profile}, timeout=60
             )
             response.raise_for_status()
+            LATENCY["query embedding (embedder HTTP)"].append(time.perf_counter() - started)
             vector = unit(np.asarray(response.json()["data"][0]["embedding"], dtype=np.float32))
             questions.append(Question(text, qa.get("category"), evidence, vector, rankings))
     return questions
 
 
+async def ask_text(
+    system: System, sample: dict, workspace: str, by_fragment: dict[str, str], variant: str
+) -> list[list[str]]:
+    """`recall {text}` for every question with evidence, in `ask`'s order: one ranking (dia ids) each."""
+    out = []
+    async with Tools(system, workspace) as tools:
+        for qa in sample["qa"]:
+            if any(isinstance(e, str) for e in qa.get("evidence", [])):
+                started = time.perf_counter()
+                found = await tools.call(
+                    "recall", {"text": qa["question"], "includeLinks": False, "tokenBudget": 100000}
+                )
+                LATENCY[variant].append(time.perf_counter() - started)
+                out.append([by_fragment.get(f["id"], "") for f in found["fragments"]])
+    return out
+
+
+async def ask_variants(args: argparse.Namespace, data: list, conversations: list, stores: dict, variants: list) -> None:
+    """Every other setting over the same stored turns: the system restarted with its environment each time."""
+    for variant in variants:
+        started = time.perf_counter()
+        run_json = Path(args.data_dir) / "run.json"
+        run_json.unlink(missing_ok=True)  # the last run's; the restart writes its own
+        saved = dict(os.environ)
+        os.environ.update(VARIANTS[variant][1])
+        system = System(args)
+        try:
+            system.start()
+            for sample, conversation in zip(data, conversations, strict=True):
+                workspace = "locomo-" + sample["sample_id"]
+                lists = await ask_text(system, sample, workspace, stores[workspace], variant)
+                for question, ranked in zip(conversation.questions, lists, strict=True):
+                    question.rankings[ranking_name(variant)] = ranked
+        finally:
+            system.stop()
+            os.environ.clear()
+            os.environ.update(saved)
+        print(f"locomo: variant {variant} asked in {time.perf_counter() - started:.0f}s", flush=True)
+
+
 async def gather(args: argparse.Namespace) -> tuple[list[Conversation], dict]:
+    if not args.data_dir:
+        args.data_dir = tempfile.mkdtemp(prefix="memento-locomo-")
     system = System(args)
     system.start()
+    data = json.loads(args.data.read_text())[: args.conversations]
+    stores: dict[str, dict[str, str]] = {}
     try:
-        data = json.loads(args.data.read_text())[: args.conversations]
         owner = system.owner_url()
         conversations, timings = [], {}
         for sample in data:
             workspace = "locomo-" + sample["sample_id"]
             items = turns(sample["conversation"])
             started = time.perf_counter()
-            by_fragment = await store(system, items, workspace)
+            by_fragment = stores[workspace] = await store(system, items, workspace)
             stored = time.perf_counter() - started
             waited = await wait_embedded(owner, workspace, len(by_fragment))
             profile, order, texts, vectors, check = await read_back(owner, workspace, items, by_fragment)
@@ -352,12 +448,31 @@ async def gather(args: argparse.Namespace) -> tuple[list[Conversation], dict]:
                 f"{waited:.0f}s later; {len(questions)} questions asked",
                 flush=True,
             )
-        return conversations, timings
     finally:
         system.stop()
+    await ask_variants(args, data, conversations, stores, [v for v in args.variants if v != "shipped"])
+    timings["latency"] = latency_summary()
+    return conversations, timings
 
 
 # --- scoring ---------------------------------------------------------------------------------------------------------
+
+
+# seconds per call while gathering, by variant (recall {text} through the gateway, one client) and the query embedding
+# at the embedder: the same store and questions, run one after another (not interleaved), so read ratios loosely
+LATENCY: dict[str, list[float]] = defaultdict(list)
+
+
+def latency_summary() -> dict:
+    return {
+        name: {
+            "calls": len(v),
+            "p50_ms": 1000 * float(np.percentile(v, 50)),
+            "p95_ms": 1000 * float(np.percentile(v, 95)),
+        }
+        for name, v in LATENCY.items()
+        if v
+    }
 
 
 def mean(values: list[float]) -> float:
@@ -538,6 +653,15 @@ def markdown(results: dict, methods: list[Method], show_folds: bool) -> str:
             + " have no parameters (`tune` returns {}), so their fold is their score on that conversation and their "
             "held-out mean equals their per-conversation mean.",
         ]
+    latency = results.get("timings", {}).get("latency", {})
+    if latency:
+        lines += [
+            "",
+            "Latency while gathering (one client through the gateway, p50 / p95 ms; the settings ran one after "
+            "another on the same store, not interleaved): "
+            + "; ".join(f"{name} {v['p50_ms']:.1f} / {v['p95_ms']:.1f}" for name, v in latency.items())
+            + ".",
+        ]
     lines += [
         "",
         "Measured elsewhere, not in this run (SPEC, plain scripts on all ten conversations, recall@10): "
@@ -565,13 +689,30 @@ def main() -> None:
     parser.add_argument(
         "--no-readme", action="store_true", help="leave the README alone (implied below 5 conversations)"
     )
+    parser.add_argument(
+        "--variants", default=",".join(VARIANTS), help=f"relevance settings to ask (default all: {','.join(VARIANTS)})"
+    )
+    parser.add_argument("--from-gathered", type=Path, help="score a saved gathering again (no system)")
     args = parser.parse_args()
+    args.variants = [v for v in args.variants.split(",") if v]
+    unknown = set(args.variants) - set(VARIANTS)
+    if unknown:
+        raise SystemExit(f"locomo: unknown variants {sorted(unknown)}; known: {', '.join(VARIANTS)}")
     args.key = None
     if args.url:
         raise SystemExit("locomo: reads the store back as its owner, so it starts its own system (no --url)")
     command = " ".join(["python -m bench.locomo", *sys.argv[1:]])
     started = time.time()
-    conversations, timings = asyncio.run(gather(args))
+    if args.from_gathered:
+        conversations, timings = pickle.loads(args.from_gathered.read_bytes())
+    else:
+        conversations, timings = asyncio.run(gather(args))
+        saved = RESULTS / f"locomo-gathered-{time.strftime('%Y%m%d-%H%M%S')}.pickle"
+        RESULTS.mkdir(parents=True, exist_ok=True)
+        saved.write_bytes(pickle.dumps((conversations, timings)))
+        print(f"locomo: gathered rankings saved to {saved} (not committed; --from-gathered scores them again)")
+    asked = {v for v in VARIANTS if all(ranking_name(v) in q.rankings for c in conversations for q in c.questions)}
+    methods = METHODS + [m for m in ABLATION if m.name.removeprefix("memento_") in asked]
     results = {
         "command": command,
         "file": f"locomo-{time.strftime('%Y%m%d-%H%M%S')}.json",
@@ -581,13 +722,15 @@ def main() -> None:
             "tokenizer": TOKENIZER,
             "e5": "the active profile's stored vectors; query: embedder /v1/embeddings input_type query; exact cosine",
             "rrf_k": RRF_K,
-            "methods": {m.name: m.label for m in METHODS},
+            "methods": {m.name: m.label for m in methods},
+            "variants": {v: VARIANTS[v][1] for v in asked},
+            "tuning_candidates": TUNING,
         },
-        **evaluate(conversations, METHODS),
+        **evaluate(conversations, methods),
         "timings": timings,
         "wall_s": round(time.time() - started, 1),
     }
-    table = markdown(results, METHODS, args.folds)  # from the unrounded figures; the JSON keeps three decimals
+    table = markdown(results, methods, args.folds)  # from the unrounded figures; the JSON keeps three decimals
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / results["file"]).write_text(json.dumps(rounded(results), indent=2) + "\n")
     print("\n" + table)

@@ -14,17 +14,19 @@ import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from opentelemetry import trace
 
 from memento_memory_api.context import ToolContext
 from memento_memory_api.embedding_client import EmbeddingUnavailable
-from memento_memory_api.recall import l1, lexical, vector
+from memento_memory_api.recall import l1, lexical, relevance, vector
 from memento_memory_api.recall.fusion import rrf
 from memento_memory_api.repositories import fragments as repo
 from memento_memory_api.uow import UnitOfWork
 from memento_shared.telemetry.metrics import SEARCH_LATENCY
+from memento_shared.text import annotate
 
 log = logging.getLogger(__name__)
 CANDIDATES = 50
@@ -58,14 +60,21 @@ class Found:
     tiers: dict[str, str] = field(default_factory=dict)  # id -> the first tier that found it (L1, L2, L3)
     similarity: dict[str, float] = field(default_factory=dict)  # id -> cosine, for vector hits
     ranked: list[list[str]] = field(default_factory=list)  # the lists a relevance order fuses, each best first
+    order: list[tuple[str, float]] | None = None  # a search by text's relevance order (recall.relevance)
+    context_weight: float = 0.0  # the weight of the context list `order` fused beside `ranked`
+    part_lists: list[list[str]] = field(default_factory=list)  # the lexical list of each part of a multi-part question
 
     def fused(self) -> list[tuple[str, float]]:
-        """The ranked lists fused by RRF: (id, score) best first; rows no list ranked are not included."""
+        """(id, score) best first: a search by text's relevance order, else the ranked lists fused by RRF; rows no
+        list ranked are not included. No score is above `best_score`."""
+        if self.order is not None:
+            best = self.best_score()
+            return [(i, min(score, best)) for i, score in self.order if i in self.rows]
         return rrf([[i for i in r if i in self.rows] for r in self.ranked], k=RRF_K)
 
     def best_score(self) -> float:
         """The fused score of a row ranked first in every list: what `fused` scores are fractions of."""
-        return sum(1.0 / (RRF_K + 1) for _ in self.ranked)
+        return (len(self.ranked) + self.context_weight) / (RRF_K + 1)
 
 
 @asynccontextmanager
@@ -179,7 +188,7 @@ async def _by_text(
     if query.text and query.lexical:
         lexical_ids = await lexical.search(
             conn,
-            query.text,
+            _with_expansion(query.text),
             scope,
             agents,
             query.limit,
@@ -190,6 +199,22 @@ async def _by_text(
             narrow=query.narrow,
         )
         await _fetch_missing(conn, query, lexical_ids, found)
+        part_weight = ctx.settings.recall_decompose
+        for part in relevance.parts(query.text) if part_weight > 0 else []:
+            ids = await lexical.search(
+                conn,
+                part,
+                scope,
+                agents,
+                query.limit,
+                topic=query.topic,
+                ftype=query.type,
+                superseded=query.superseded,
+                tags=query.tags,
+                narrow=query.narrow,
+            )
+            await _fetch_missing(conn, query, ids, found)
+            found.part_lists.append(ids)
     strategy = None
     if query.vector is not None or embedding is not None:
         strategy = await vector.choose(
@@ -222,7 +247,40 @@ async def _by_text(
         await vector.release(conn, strategy)
     if query.text and query.lexical:
         found.ranked.append(lexical_ids)
+        await _arrange(ctx, query, conn, agents, found)
     SEARCH_LATENCY.labels("hybrid" if query_vector is not None else "lexical").observe(time.perf_counter() - started)
+
+
+def _with_expansion(text: str) -> str:
+    """The question and, spelled as rows' expansions spell them (text.annotate), the names and times it names."""
+    extra = annotate.query_expansion(text, datetime.now(UTC))
+    return f"{text} {extra}" if extra else text
+
+
+async def _arrange(ctx: ToolContext, query: Query, conn: Any, agents: list[str] | None, found: Found) -> None:
+    """The relevance order of a search by text (recall.relevance): the first candidates' neighbours are read and join
+    the rows, the lists are fused beside the context list, then time and lifts apply."""
+    assert query.text is not None
+    tuning = relevance.Tuning.of(ctx.settings, RRF_K)
+    neighbours: dict[str, list[str]] = {}
+    near_rows: dict[str, Any] = {}
+    listed = set(found.rows)
+    if tuning.reads_neighbours:
+        first = [i for i, _ in found.fused()[: tuning.candidates]]
+        filters = {"topic": query.topic, "type": query.type, "superseded": query.superseded, "tags": query.tags,
+                   "narrow": query.narrow}  # fmt: skip
+        neighbours, near_rows = await relevance.read_neighbours(
+            conn, ctx.scope, agents, [found.rows[i] for i in first], tuning.window, filters
+        )
+        for i, row in near_rows.items():
+            found.rows.setdefault(i, row)
+            found.tiers.setdefault(i, "L3")
+    want = relevance.wanted(query.text, _with_expansion(query.text))
+    found.order = relevance.order(found.ranked, found.rows, neighbours, want, tuning, found.part_lists)
+    ordered = {i for i, _ in found.order}
+    for i in [i for i in near_rows if i not in ordered and found.tiers.get(i) == "L3" and i not in listed]:
+        del found.rows[i], found.tiers[i]  # a neighbour that neither the context nor a lift scored is no answer
+    found.context_weight = tuning.context_weight if want.terms else 0.0
 
 
 async def _fetch_missing(conn: Any, query: Query, ids: list[str], found: Found) -> None:

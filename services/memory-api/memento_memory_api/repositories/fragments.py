@@ -18,7 +18,8 @@ from memento_shared.db.references import clear_references
 COLUMNS = (
     "id, content, topic, type, keywords, importance, ttl_tier, is_anchor, created_at, accessed_at,"
     " estimated_tokens, agent_id, access_count, source, content_hash, confidence, supersedes, superseded_by,"
-    " updated_at, expires_at, linkages, case_id, keywords_given"
+    " updated_at, expires_at, linkages, case_id, keywords_given, thread, seq, event_from, event_to, event_said,"
+    " expansion, facts"
 )
 
 
@@ -58,8 +59,9 @@ async def insert(conn: asyncpg.Connection, row: dict[str, Any]) -> str | None:
     return await conn.fetchval(
         "INSERT INTO agent_memory.fragments (id, tenant_id, workspace, agent_id, content, topic, keywords, type,"
         " importance, content_hash, source, ttl_tier, estimated_tokens, is_anchor, confidence, expires_at, linkages,"
-        " case_id, keywords_given)"
-        " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)"
+        " case_id, keywords_given, thread, seq, event_from, event_to, event_said, expansion)"
+        " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21,"
+        " $22, $23, $24, $25)"
         " ON CONFLICT (tenant_id, workspace, agent_id, content_hash) DO NOTHING RETURNING id",
         row["id"],
         row["tenant_id"],
@@ -80,6 +82,12 @@ async def insert(conn: asyncpg.Connection, row: dict[str, Any]) -> str | None:
         row.get("linkages", []),
         row.get("case_id"),
         row.get("keywords_given", False),
+        row.get("thread"),
+        row.get("seq"),
+        row.get("event_from"),
+        row.get("event_to"),
+        row.get("event_said"),
+        row.get("expansion"),
     )
 
 
@@ -402,6 +410,10 @@ async def update(conn: asyncpg.Connection, fragment_id: str, changes: dict[str, 
         "is_anchor",
         "superseded_by",
         "keywords_given",
+        "event_from",
+        "event_to",
+        "event_said",
+        "expansion",
     }
     if not changes or set(changes) - allowed:
         raise ValueError(f"bad update columns: {sorted(set(changes) - allowed)}")
@@ -409,6 +421,7 @@ async def update(conn: asyncpg.Connection, fragment_id: str, changes: dict[str, 
     assignments = ", ".join(f"{c} = ${i + 2}" for i, c in enumerate(columns))
     unique = ""
     if "content_hash" in changes:
+        assignments += ", facts = NULL"  # drawn from the old content; the evaluator draws them again (issue 28)
         unique = (
             " AND NOT EXISTS (SELECT 1 FROM agent_memory.fragments d WHERE d.tenant_id = f.tenant_id"
             " AND d.workspace = f.workspace AND d.agent_id = f.agent_id"

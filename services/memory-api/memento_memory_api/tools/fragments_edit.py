@@ -12,6 +12,7 @@ from memento_memory_api import render
 from memento_memory_api.context import ToolContext
 from memento_memory_api.recall import l1
 from memento_memory_api.repositories import fragments as repo
+from memento_memory_api.tools.fragments import annotation_fields
 from memento_memory_api.tools.registry import handles
 from memento_memory_api.uow import UnitOfWork
 from memento_shared import l1 as l1_layout
@@ -98,6 +99,9 @@ def _changes(args: AmendArgs, row: Any) -> dict[str, Any]:
         changes.update(content=content, content_hash=content_hash(content), estimated_tokens=count_tokens(content))
         if args.keywords is None and not row["keywords_given"]:  # the caller's own keywords stay
             changes["keywords"] = extract_keywords(content)
+        # the time it is about and its words again; its place in its thread stays
+        noted = annotation_fields(content, row["source"], None)
+        changes.update({k: v for k, v in noted.items() if k not in ("thread", "seq")})
     if args.keywords is not None:
         changes.update(keywords=normalise_keywords(args.keywords), keywords_given=True)
     if args.topic is not None:
@@ -189,7 +193,8 @@ async def _supersede(ctx: ToolContext, uow: UnitOfWork, row: Any, changes: dict[
         raise invalid("content", "supersedes needs new content")
     if await repo.id_by_hash(uow.conn, row["tenant_id"], row["workspace"], row["agent_id"], changes["content_hash"]):
         raise _duplicate_content()
-    kept = ("content", "topic", "keywords", "type", "importance", "is_anchor", "keywords_given", "case_id")
+    kept = ("content", "topic", "keywords", "type", "importance", "is_anchor", "keywords_given", "case_id", "thread",
+            "seq", "event_from", "event_to", "event_said", "expansion")  # fmt: skip
     merged = {k: row[k] for k in kept} | changes
     fragment = {
         **merged,

@@ -1,0 +1,244 @@
+"""The order of a search by text (issue 28): the engine's lists (keywords, meaning, words) fused by RRF beside a list
+of what the conversation says around each candidate, then a boost for time and a lift for a strong hit's neighbours.
+
+- context: a candidate's own words and, at `neighbour_share`, the words it lacks that its neighbours in its thread
+  hold (the turns just before and after it), each weighed by how rare it is among the rows read. A reply is found by
+  the words of the question asked just before it (LoCoMo's multi-hop questions). Neighbours no list found join here.
+  A row's own words always weigh more than the same words around it, so a direct hit stays ahead of a row that only
+  borders it.
+- time: for a "when" question, a row that names a time scores `1 + time_boost` times as much; for a question naming a
+  time, a row said at or about that time does.
+- parts (off unless RECALL_DECOMPOSE): a question of several clauses ("... on a hike and had a bad experience") is
+  searched by each clause's words too, each a list of weight `decompose`.
+- lift: each of the `lift_top` best rows gives its nearest neighbours `lift` of its own score (never more than it has),
+  when that is more than they have.
+
+Neighbours are an ordering (fragments.thread, seq; migration 0019), read per search by one indexed statement: writers
+store a conversation's turns in any order, and links per pair would be rewritten as turns arrive.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import asyncpg
+
+from memento_memory_api.recall.fusion import rrf
+from memento_memory_api.repositories import fragments as repo
+from memento_memory_api.uow import Scope
+from memento_shared.text import dates
+from memento_shared.text.keywords import STOPWORDS
+
+_WORD = re.compile(r"[0-9A-Za-z가-힣_]+")
+WEIGHT_FLOOR = 0.001  # a word every row read holds still counts a little: a lone candidate must not score 0
+
+
+@dataclass(frozen=True)
+class Tuning:
+    k: float = 10.0  # RRF's k (engine.RRF_K)
+    context_weight: float = 1.0  # the context list's weight in the fusion; 0: no context list, no neighbours read
+    neighbour_share: float = 0.5  # what a word held only by a neighbour counts against the row's own
+    window: int = 2  # neighbours read on each side
+    candidates: int = 30  # the first this many of the fused lists have their neighbours read
+    lift: float = 0.7
+    lift_top: int = 5
+    time_boost: float = 0.3
+    decompose: float = 0.0  # the weight of each part's lexical list (parts()); 0: questions are not split
+
+    @classmethod
+    def of(cls, settings: Any, k: float) -> Tuning:
+        return cls(
+            k=k,
+            context_weight=settings.recall_context_weight,
+            neighbour_share=settings.recall_neighbour_share,
+            window=settings.recall_neighbour_window,
+            candidates=settings.recall_context_candidates,
+            lift=settings.recall_lift,
+            lift_top=settings.recall_lift_top,
+            time_boost=settings.recall_time_boost,
+            decompose=settings.recall_decompose,
+        )
+
+    @property
+    def reads_neighbours(self) -> bool:
+        return self.window > 0 and (self.context_weight > 0 or (self.lift > 0 and self.lift_top > 0))
+
+
+@dataclass(frozen=True)
+class Wanted:
+    """What the question asks, as the order needs it."""
+
+    terms: frozenset[str]
+    when: bool  # a "when" question: rows that name a time are likelier answers
+    periods: tuple[dates.TimeRange, ...]  # times the question names
+
+
+def wanted(text: str, expanded: str | None = None, now: datetime | None = None) -> Wanted:
+    """`text`'s times, and the words of `expanded` (the question with its names and dates spelled out) or of it."""
+    now = now or datetime.now(UTC)
+    periods = tuple(m.range for m in dates.mentions(text, now))
+    return Wanted(words(expanded or text), dates.is_temporal_question(text), periods)
+
+
+_CLAUSES = re.compile(r",\s*(?:and|or|but)\s+|\s+(?:and|or|but)\s+|[,;]\s*|\s+(?:그리고|하고|또는)\s+", re.IGNORECASE)
+
+
+def parts(text: str) -> list[str]:
+    """The parts of a multi-part question (offline: split at conjunctions and commas), when at least two of them
+    hold two words of their own that are not stopwords; otherwise none (the question is one part). "When did she
+    meet people on a hike and have a bad experience" splits; "Mel and her kids" does not (one side has one word)."""
+    pieces = [p.strip() for p in _CLAUSES.split(text) if p.strip()]
+    kept = [p for p in pieces if len([w for w in words(p) if w not in STOPWORDS]) >= 2]
+    return kept if len(kept) >= 2 and len(kept) == len(pieces) else []
+
+
+def words(text: str) -> frozenset[str]:
+    return frozenset(w for w in _WORD.findall(text.lower()) if len(w) > 1)
+
+
+def row_words(row: Any) -> frozenset[str]:
+    return words(" ".join(filter(None, (row["content"], row["topic"], row["expansion"], row["facts"]))))
+
+
+def order(
+    ranked: Sequence[Sequence[str]],
+    rows: dict[str, Any],
+    neighbours: dict[str, list[str]],
+    want: Wanted,
+    tuning: Tuning,
+    part_lists: Sequence[Sequence[str]] = (),
+) -> list[tuple[str, float]]:
+    """(id, score) best first over the ranked lists' rows and the neighbours read for them (`neighbours`: id -> its
+    neighbours' ids, nearest first on either side; every id in `rows`); `part_lists`, the lexical lists of a
+    multi-part question's parts, weigh `decompose` each."""
+    lists = [[i for i in r if i in rows] for r in ranked]
+    weights = [1.0] * len(lists)
+    for part in part_lists:
+        lists.append([i for i in part if i in rows])
+        weights.append(tuning.decompose)
+    if tuning.context_weight > 0 and want.terms:
+        lists.append(context_ranking(lists, rows, neighbours, want.terms, tuning.neighbour_share))
+        weights.append(tuning.context_weight)
+    scores = dict(rrf(lists, k=tuning.k, weights=weights))
+    if tuning.time_boost > 0 and (want.when or want.periods):
+        for i in scores:
+            if _timely(rows[i], want):
+                scores[i] *= 1 + tuning.time_boost
+    if tuning.lift > 0 and tuning.lift_top > 0:
+        best = sorted(scores.items(), key=lambda pair: (-pair[1], pair[0]))[: tuning.lift_top]
+        for hit, score in best:
+            for near in _nearest(hit, rows, neighbours):
+                if score * tuning.lift > scores.get(near, 0.0):
+                    scores[near] = score * tuning.lift
+    return sorted(scores.items(), key=lambda pair: (-pair[1], pair[0]))
+
+
+def context_ranking(
+    lists: Iterable[Sequence[str]],
+    rows: dict[str, Any],
+    neighbours: dict[str, list[str]],
+    terms: frozenset[str],
+    share: float,
+) -> list[str]:
+    """The listed rows and their neighbours by the question's words they hold, and (at `share`) the ones only the
+    rows beside them hold; weighed by rarity among every row read."""
+    adjacent: dict[str, set[str]] = defaultdict(set)
+    for i, near in neighbours.items():
+        for j in near:
+            adjacent[i].add(j)
+            adjacent[j].add(i)
+    ids = list(dict.fromkeys([i for r in lists for i in r] + list(adjacent)))
+    held = {i: row_words(rows[i]) & terms for i in ids}
+    count = len(held)
+    frequency = {t: sum(1 for h in held.values() if t in h) for t in terms}
+    weight = {t: max(math.log((count + 1) / (frequency[t] + 0.5)), WEIGHT_FLOOR) for t in terms}
+    scores = {}
+    for i in ids:
+        own = held[i]
+        around = set().union(*(held[j] for j in adjacent.get(i, ()))) - own
+        score = sum(weight[t] for t in own) + share * sum(weight[t] for t in around)
+        if score > 0:
+            scores[i] = score
+    return sorted(scores, key=lambda i: (-scores[i], i))
+
+
+def _timely(row: Any, want: Wanted) -> bool:
+    if want.periods:
+        start, end, said = row["event_from"], row["event_to"], row["event_said"]
+        for period in want.periods:
+            if start is not None and end is not None and start < period.end and period.start < end:
+                return True
+            if said is not None and said in period:
+                return True
+        return False
+    return row["event_from"] is not None
+
+
+def _nearest(hit: str, rows: dict[str, Any], neighbours: dict[str, list[str]]) -> list[str]:
+    """The nearest neighbour on each side of `hit`."""
+    seq = rows[hit]["seq"]
+    before = [j for j in neighbours.get(hit, ()) if rows[j]["seq"] < seq or (rows[j]["seq"] == seq and j < hit)]
+    after = [j for j in neighbours.get(hit, ()) if j not in before]
+    return before[:1] + after[:1]
+
+
+_NEIGHBOURS = f"""
+SELECT c.cid AS near_of, n.* FROM unnest($1::text[], $2::text[], $3::bigint[]) AS c(cid, thread, seq)
+CROSS JOIN LATERAL (
+    (SELECT {repo.COLUMNS} FROM agent_memory.fragments f
+     WHERE f.tenant_id = $4 AND f.workspace = $5 AND f.thread = c.thread AND (f.seq, f.id) < (c.seq, c.cid)
+       AND {{filters}} ORDER BY f.seq DESC, f.id DESC LIMIT $6)
+    UNION ALL
+    (SELECT {repo.COLUMNS} FROM agent_memory.fragments f
+     WHERE f.tenant_id = $4 AND f.workspace = $5 AND f.thread = c.thread AND (f.seq, f.id) > (c.seq, c.cid)
+       AND {{filters}} ORDER BY f.seq, f.id LIMIT $6)) n
+""".format(
+    filters="($7::text[] IS NULL OR f.agent_id = ANY($7)) AND ($8::text IS NULL OR f.topic = $8)"
+    f" AND ($9::text IS NULL OR f.type = $9) AND {repo.live('f', '$10')} AND {repo.tagged('f', '$11')}"
+    f" AND {repo.narrowed('f', '$12')}"
+)
+
+
+async def read_neighbours(
+    conn: asyncpg.Connection,
+    scope: Scope,
+    agents: list[str] | None,
+    of: list[Any],
+    window: int,
+    filters: dict[str, Any],
+) -> tuple[dict[str, list[str]], dict[str, Any]]:
+    """The `window` nearest rows on each side of each of `of` (rows with a thread) that pass the search's filters:
+    (id -> neighbour ids nearest first, the neighbours' rows)."""
+    placed = [r for r in of if r["thread"] is not None and r["seq"] is not None]
+    if not placed or window <= 0:
+        return {}, {}
+    found = await conn.fetch(
+        _NEIGHBOURS,
+        [r["id"] for r in placed],
+        [r["thread"] for r in placed],
+        [r["seq"] for r in placed],
+        scope.tenant_id,
+        scope.workspace,
+        window,
+        agents,
+        filters.get("topic"),
+        filters.get("type"),
+        filters.get("superseded", False),
+        filters.get("tags"),
+        filters.get("narrow"),
+    )
+    seq = {r["id"]: r["seq"] for r in placed}
+    near: dict[str, list[str]] = defaultdict(list)
+    rows: dict[str, Any] = {}
+    for r in found:
+        rows[r["id"]] = r
+        near[r["near_of"]].append(r["id"])
+    for i, ids in near.items():
+        ids.sort(key=lambda j: (abs(rows[j]["seq"] - seq[i]), j))
+    return dict(near), rows
