@@ -8,12 +8,16 @@ evaluator leaves an anchor's utility_score as it is (its quality_score and verif
 The score is written only if the fragment still has the content that was scored (its content_hash): an amend of
 the content in between brings its own `fragment.amended` event, which scores the new content; an amend of the
 topic, type, importance or anchor flag emits no event, and must not make the score vanish.
+
+With LLM_PROVIDER set, the fragment's facts are drawn after its score (memento_evaluator.facts), under the same
+content_hash rule; a fragment judged but still without facts (a crash between the two) gets them on re-delivery.
 """
 
 from __future__ import annotations
 
 import logging
 
+from memento_evaluator import facts
 from memento_evaluator.scorers import Fragment
 from memento_evaluator.scorers.offline import NOVELTY_PLAN, NOVELTY_SQL, NOVELTY_WINDOW
 from memento_shared.consolidation import utility_half_life_days
@@ -25,7 +29,8 @@ log = logging.getLogger(__name__)
 
 _LOAD_SQL = (
     "SELECT id, tenant_id, workspace, agent_id, content, content_hash, topic, type,"
-    " quality_score IS NOT NULL AND verified_at >= updated_at AS judged FROM agent_memory.fragments WHERE id = $1"
+    " quality_score IS NOT NULL AND verified_at >= updated_at AS judged, facts IS NOT NULL AS has_facts"
+    " FROM agent_memory.fragments WHERE id = $1"
 )
 _WRITE_SQL = (
     "UPDATE agent_memory.fragments SET quality_score = $2, verified_at = now(),"
@@ -39,12 +44,23 @@ async def evaluate_fragment(envelope: dict, rt: Runtime) -> None:
     fragment_id = envelope["payload"]["fragment_id"]
     async with rt.pool.acquire() as conn, system_transaction(conn):
         row = await conn.fetchrow(_LOAD_SQL, fragment_id)
-        if row is None or row["judged"]:
-            return  # deleted since, or already judged in its current form
-        await conn.execute(NOVELTY_PLAN)
-        novelty = 1.0 - await conn.fetchval(
-            NOVELTY_SQL, row["content"], row["tenant_id"], row["workspace"], row["agent_id"], row["id"], NOVELTY_WINDOW
-        )
+        if row is not None and not row["judged"]:
+            await conn.execute(NOVELTY_PLAN)
+            novelty = 1.0 - await conn.fetchval(
+                NOVELTY_SQL,
+                row["content"],
+                row["tenant_id"],
+                row["workspace"],
+                row["agent_id"],
+                row["id"],
+                NOVELTY_WINDOW,
+            )
+    if row is None:
+        return  # deleted since
+    if row["judged"]:  # already judged in its current form
+        if not row["has_facts"]:
+            await facts.draw_and_write(rt, row)
+        return
     scorer = rt.state["scorer"]
     try:
         score = await scorer.score(Fragment(row["content"], row["topic"], row["type"], novelty))
@@ -60,6 +76,7 @@ async def evaluate_fragment(envelope: dict, rt: Runtime) -> None:
         EVALUATIONS.labels(scorer.name, "stale").inc()
         return
     EVALUATIONS.labels(scorer.name, "ok").inc()
+    await facts.draw_and_write(rt, row)
 
 
 HANDLERS = {

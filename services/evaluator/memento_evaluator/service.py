@@ -1,10 +1,12 @@
 """The evaluator's composition: Gemini when GEMINI_API_KEY is set, the offline scorer otherwise, each behind a
-per-provider limiter (EVALUATOR_CONCURRENCY calls at once, EVALUATOR_RATE_LIMIT per second)."""
+per-provider limiter (EVALUATOR_CONCURRENCY calls at once, EVALUATOR_RATE_LIMIT per second); and the facts step's
+model when LLM_PROVIDER is set (memento_evaluator.facts)."""
 
 from __future__ import annotations
 
 import logging
 
+from memento_evaluator.facts import FactDrawer
 from memento_evaluator.scorers.offline import OfflineScorer
 from memento_shared.worker import ProviderLimiter, Runtime
 
@@ -27,9 +29,11 @@ async def setup(rt: Runtime) -> None:
     else:
         rt.state["scorer"] = OfflineScorer()
     log.info("evaluator.scorer", extra={"scorer": rt.state["scorer"].name})
+    rt.state["facts"] = FactDrawer.from_settings(settings)
 
 
 async def teardown(rt: Runtime) -> None:
-    closer = getattr(rt.state.get("scorer"), "aclose", None)
-    if closer:
-        await closer()
+    for part in ("scorer", "facts"):
+        closer = getattr(rt.state.get(part), "aclose", None)
+        if closer:
+            await closer()

@@ -4,9 +4,10 @@ LLM configured (SPEC "Offline first")."""
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
+
+from memento_shared.llm import json_array
 
 # a stored memory holding this share of a candidate's meaningful words (recall.similar.lexical_relevance) already
 # says it: the candidate is not novel
@@ -83,7 +84,7 @@ def crystal(sections: list[Any], memories: list[Any], consolidations: list[Any],
     return "\n\n".join(parts)
 
 
-# --- with a language model (memento_memory_api.llm), when one is configured ---------------------------------------
+# --- with a language model (memento_shared.llm), when one is configured -------------------------------------------
 CONSOLIDATE_SYSTEM = (
     "You consolidate an AI agent's related memories into one. Write a faithful synthesis of the notes you are given, "
     "keeping every concrete fact (names, numbers, dates, decisions) and dropping repetition. Plain text, at most two "
@@ -114,14 +115,8 @@ def extract_prompt(transcript: str, existing: list[str]) -> str:
 
 def parse_extracted(text: str) -> list[tuple[str, str]] | None:
     """The model's JSON array as (content, type) pairs; None when it is not one (the offline path then answers)."""
-    found = re.search(r"\[[\s\S]*\]", text)
-    if found is None:
-        return None
-    try:
-        entries = json.loads(found.group(0))
-    except ValueError:
-        return None
-    if not isinstance(entries, list):
+    entries = json_array(text)
+    if entries is None:
         return None
     out = []
     for entry in entries:
