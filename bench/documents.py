@@ -7,7 +7,7 @@ clients beside the query-embedding time and MCP ping; canonical.upsert of a ~20 
 time, and each upsert's answer → all its chunks searchable by meaning. Writes bench/results/documents-<time>.json
 and refreshes the README's `documents` block.
 
-    python -m bench.documents [--port P] [--data-dir DIR]
+    python -m bench.documents [--port P] [--data-dir DIR] [--ranking-only]
 """
 
 from __future__ import annotations
@@ -35,7 +35,15 @@ from bench.report import RESULTS, ROOT, percentiles, replace_readme_block
 from bench.run import System, through_gateway
 from memento_memory_api.recall.lexical import identifier_in, terms
 from memento_memory_api.repositories import documents as repo
-from memento_memory_api.tools.documents import LEXICAL_TOP_K, SEMANTIC_TOP_K, TRIGRAM_TOP_K, Weights, fuse
+from memento_memory_api.tools.documents import (
+    LEXICAL_TOP_K,
+    SEMANTIC_TOP_K,
+    TRIGRAM_TOP_K,
+    Weights,
+    beside,
+    fuse,
+    lift,
+)
 from memento_memory_api.uow import Scope
 from memento_shared.db.rls import set_principal
 from memento_shared.internal_http import InternalClient
@@ -52,8 +60,8 @@ LABEL = {
     "seed": "fused, seed 001's weights (Part 8)",
     "fused": "fused, memory-api's weights (chosen on all: in-sample)",
     "gateway": "memory.search (gateway)",
-    "held_out": "fused, weights chosen on the other folds (held out)",
-}
+    "held_out": "fused, weights and neighbour lift chosen on the other folds (held out)",
+} | {f"lift {v}": f"fused, neighbour lift {v}, weights chosen on the other folds (held out)" for v in fusion.LIFTS}
 TYPES = ("keyword", "paraphrase", "identifier")
 MRR_DEPTH = 20
 # query texts for the latency rows: the set's queries under these prefixes, so that no measured search meets a query
@@ -171,16 +179,20 @@ async def rank(system: System, client: Client, workspace: str, profile: tuple[st
                         await repo.trigram(conn, scope, identifier, None, False, TRIGRAM_TOP_K) if identifier else []
                     ),
                 }
-                rows = await repo.chunk_rows(conn, list({k for found in lists.values() for k in found}))
-            canonical = {k: r["is_canonical"] for k, r in rows.items()}
+                listed = list({k for found in lists.values() for k in found})
+                rows = await repo.chunk_rows(conn, listed)
+                # the chunks beside every listed one, so the folds can lift whichever chunks a weighting ranks best
+                rows.update(await repo.chunk_rows(conn, list({n for k in listed for n in beside(k)} - set(rows))))
+            canonical = {k: r["is_canonical"] for k, r in rows.items() if k in listed}
             coverage = max(covered, default=0.0)
             relevant = answers(q, docs, ids)
             hits = {k: [a for a, answer in enumerate(relevant) if hit(answer, (k[0], rows[k]["heading_path"]))]
                     for k in rows}  # fmt: skip
             raw.append({"id": q["id"], "type": q["type"], "doc": q["relevant"][0]["doc"], "lists": dict(lists),
                         "canonical": canonical, "coverage": coverage, "lexical_coverage": covered,
-                        "hits": {k: a for k, a in hits.items() if a}, "answers": len(relevant)})  # fmt: skip
-            fused = fuse(lists, canonical, Weights.of(settings), coverage)
+                        "hits": {k: a for k, a in hits.items() if a}, "answers": len(relevant),
+                        "present": set(rows)})  # fmt: skip
+            fused = lift(fuse(lists, canonical, Weights.of(settings), coverage), rows, Weights.of(settings))
             lists["seed"] = [key for key, _ in fuse(lists, canonical, SEED, coverage)]
             lists["fused"] = [key for key, _ in fused]
             ranked = {name: [(k[0], list(rows[k]["heading_path"])) for k in keys] for name, keys in lists.items()}
@@ -204,10 +216,13 @@ async def rank(system: System, client: Client, workspace: str, profile: tuple[st
             for name in LISTS
         }
         summary[group]["held_out"] = tuning["summary"][group]["held_out"]
+        for value, scores in tuning["summary"][group]["held_out_lift"].items():
+            summary[group][f"lift {value}"] = scores
     for record in raw:  # chunk keys as text, for the results file
         record["lists"] = {n: [key_text(k) for k in keys] for n, keys in record["lists"].items()}
         record["canonical"] = [key_text(k) for k, c in record["canonical"].items() if c]
         record["hits"] = {key_text(k): a for k, a in record["hits"].items()}
+        record["present"] = sorted(key_text(k) for k in record["present"])
     return {"summary": summary, "fused_vs_gateway_disagree": disagree, "per_query": per_query,
             "tuning": {k: v for k, v in tuning.items() if k != "per_query_held_out"},
             "shipped": asdict(Weights.of(settings)), "lists_per_query": raw}  # fmt: skip
@@ -295,6 +310,8 @@ async def main_async(args: argparse.Namespace) -> dict:
             results["corpus"]["embedded_after_s"] = round(time.perf_counter() - started, 1)
             print(f"bench: every chunk embedded {results['corpus']['embedded_after_s']} s after the load", flush=True)
             results["ranking"] = await rank(system, client, workspace, profile, queries, by_name, ids)
+            if args.ranking_only:
+                return results
 
             embedder, times = InternalClient(system.service_url("embedder"), timeout_s=30), []
             for text in ["lookup: " + q["query"] for q in queries]:  # other texts than every search's
@@ -331,10 +348,12 @@ def lines(results: dict) -> tuple[list[str], list[str]]:
     s = results["ranking"]["summary"]
     table = ["| ranking | recall@5 | recall@10 | MRR@20 | " + " | ".join(f"{t} r@10 / MRR" for t in TYPES) + " |",
              "|---|---|---|---|" + "---|" * len(TYPES)]  # fmt: skip
-    for name in (*LISTS, "held_out"):
+    for name in (*LISTS, "held_out", *(f"lift {v}" for v in fusion.LIFTS)):
         cells = [s["all"][name][m] for m in ("recall@5", "recall@10", "mrr")]
         cells += [f"{s[t][name]['recall@10']} / {s[t][name]['mrr']}" for t in TYPES]
         table.append(f"| {LABEL[name]} | " + " | ".join(map(str, cells)) + " |")
+    if "latency" not in results:  # --ranking-only
+        return table, []
     embed_p95, chunking = results["query_embedding"]["p95_ms"], results["chunk_markdown"]["p95_ms"]
 
     def against(p95: float, target: float, rule: str) -> str:
@@ -382,16 +401,17 @@ def main() -> None:
     parser.add_argument("--upserts", type=int, default=30, help="measured canonical.upserts of the ~20 KB document")
     parser.add_argument("--concurrency", type=lambda s: [int(x) for x in s.split(",")], default=[1, 8])
     parser.add_argument("--no-readme", action="store_true", help="do not refresh the README block")
+    parser.add_argument("--ranking-only", action="store_true", help="the ranking alone: no latency, no README block")
     args = parser.parse_args()
     results = asyncio.run(main_async(args))
     RESULTS.mkdir(parents=True, exist_ok=True)
-    results["file"] = f"documents-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    results["file"] = f"documents-{'ranking-' if args.ranking_only else ''}{time.strftime('%Y%m%d-%H%M%S')}.json"
     (RESULTS / results["file"]).write_text(json.dumps(results, indent=2) + "\n")
     table, rows = lines(results)
     print("\n" + "\n".join(table) + "\n\n" + "\n".join(rows))
     disagree = results["ranking"]["fused_vs_gateway_disagree"]
     print(f"\nfused in-process vs memory.search through the gateway: {len(disagree)} queries differ {disagree or ''}")
-    if not args.no_readme:
+    if not (args.no_readme or args.ranking_only):
         replace_readme_block("documents", markdown(results))
     print(f"bench: results written to bench/results/{results['file']}")
 

@@ -66,6 +66,8 @@ class Settings(BaseSettings):
     document_trigram_weight: float = Field(0.05, alias="DOCUMENT_TRIGRAM_WEIGHT", ge=0)
     document_canonical_boost: float = Field(0.02, alias="DOCUMENT_CANONICAL_BOOST", ge=0)
     document_lexical_coverage_power: float = Field(2.0, alias="DOCUMENT_LEXICAL_COVERAGE_POWER", ge=0, le=8)
+    document_neighbour_lift: float = Field(0.0, alias="DOCUMENT_NEIGHBOUR_LIFT", ge=0, lt=1)  # off: the folds chose 0
+    document_neighbour_top: int = Field(5, alias="DOCUMENT_NEIGHBOUR_TOP", ge=0, le=50)
     # store_memory embeds on the request path: how long it waits for the vector before storing without it
     inline_embedding_timeout_s: float = Field(1.0, alias="INLINE_EMBEDDING_TIMEOUT_SECONDS", ge=0, le=30)
     # store_memory's `similar` cut-off (cosine) for an embedding profile not calibrated in recall/similar.py

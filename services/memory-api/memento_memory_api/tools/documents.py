@@ -339,7 +339,9 @@ LEXICAL_TOP_K, SEMANTIC_TOP_K, TRIGRAM_TOP_K = 40, 40, 20  # seed 001 Part 8
 class Weights:
     """memory.search's weighted RRF (seed 001 Part 2 and 8): k, each list's weight, the canonical boost, and how
     much the lexical list's weight follows its coverage (the share of the query's weight, its terms' summed idf,
-    that its best chunk holds, raised to `coverage_power`; 0 leaves the weight fixed, as the seed does)."""
+    that its best chunk holds, raised to `coverage_power`; 0 leaves the weight fixed, as the seed does), and the
+    neighbour lift (`lift`: each of the `lift_top` best chunks gives the chunks beside it that share of its score;
+    0 is off)."""
 
     k: float
     lexical: float
@@ -347,6 +349,8 @@ class Weights:
     trigram: float
     canonical_boost: float
     coverage_power: float
+    lift: float = 0.0
+    lift_top: int = 5
 
     @classmethod
     def of(cls, settings: Any) -> Weights:
@@ -357,6 +361,8 @@ class Weights:
             trigram=settings.document_trigram_weight,
             canonical_boost=settings.document_canonical_boost,
             coverage_power=settings.document_lexical_coverage_power,
+            lift=settings.document_neighbour_lift,
+            lift_top=settings.document_neighbour_top,
         )
 
 
@@ -373,11 +379,41 @@ def fuse(lists: dict[str, list], canonical: dict, weights: Weights, coverage: fl
     return sorted(scores, key=lambda pair: (-pair[1], pair[0]))
 
 
+def beside(key: tuple) -> list[tuple]:
+    """The chunks just before and after a chunk in its document version (chunks are keyed item, version, index)."""
+    item, version, index = key
+    return [(item, version, index - 1), (item, version, index + 1)]
+
+
+def lifted(fused: list[tuple[Any, float]], weights: Weights) -> list[tuple]:
+    """The keys of the chunks beside each of the `lift_top` best of `fused`, which the lift may raise (a search reads
+    those no list found, in one statement, before `lift`); none when the lift is off."""
+    if weights.lift <= 0 or weights.lift_top <= 0:
+        return []
+    return list(dict.fromkeys(near for key, _ in fused[: weights.lift_top] for near in beside(key)))
+
+
+def lift(fused: list[tuple[Any, float]], present, weights: Weights) -> list[tuple[Any, float]]:
+    """`fused` after the neighbour lift, best first (ties by key): each of the `lift_top` best chunks gives the chunks
+    beside it in its document (those in `present`: an index past either end names no chunk) `lift` × its score, when
+    that is more than they have. A question answered across a section break finds the other half; `lift` < 1, so a
+    direct hit always stays ahead of the neighbour it lifts."""
+    if weights.lift <= 0 or weights.lift_top <= 0:
+        return fused
+    scores = dict(fused)
+    for key, score in fused[: weights.lift_top]:
+        for near in beside(key):
+            if near in present and score * weights.lift > scores.get(near, 0.0):
+                scores[near] = score * weights.lift
+    return sorted(scores.items(), key=lambda pair: (-pair[1], pair[0]))
+
+
 @handles("memory.search")
 async def memory_search(ctx: ToolContext, args: SearchArgs) -> dict[str, Any]:
     """Three ranked lists over the latest versions' chunks, fused by weighted RRF (Part 2): BM25 with the
     workspace's corpus statistics, the nearest chunk vectors (once the embedder has run) and, for a query holding an
-    identifier, trigram similarity; canonical documents get the seed's virtual-rank boost."""
+    identifier, trigram similarity; canonical documents get the seed's virtual-rank boost; then, when
+    DOCUMENT_NEIGHBOUR_LIFT is on, the best chunks lift the chunks beside them (`lift`)."""
     settings = ctx.settings
     words = terms(args.query)
     identifier = identifier_in(args.query)
@@ -424,10 +460,16 @@ async def memory_search(ctx: ToolContext, args: SearchArgs) -> dict[str, Any]:
                     SEARCH_LATENCY.labels(name).observe(time.perf_counter() - began)
             keys = list(dict.fromkeys(k for found in lists.values() for k in found))
             rows = await docs.chunk_rows(conn, keys) if keys else {}
+            weights = Weights.of(settings)
+            fused = fuse(lists, {key: row["is_canonical"] for key, row in rows.items()}, weights, coverage)
+            # the best chunks' neighbours no list found: one statement by primary key (item, version, index), under
+            # the same RLS; a neighbour is of the same version, so of the kinds and status the lists were held to
+            unread = [key for key in lifted(fused, weights) if key not in rows]
+            if unread:
+                rows.update(await docs.chunk_rows(conn, unread))
     finally:
         embedding.cancel()  # done by now, unless the store failed first (no connection, a list's error)
-    canonical = {key: row["is_canonical"] for key, row in rows.items()}
-    scores = dict(fuse(lists, canonical, Weights.of(settings), coverage))
+    scores = dict(lift(fused, rows, weights))
     SEARCH_LATENCY.labels("hybrid").observe(time.perf_counter() - started)
     ranked = list(scores)[: args.limit]
     return {
