@@ -1,4 +1,10 @@
-"""Set the row-level-security principal for the current transaction only (set_config(..., true))."""
+"""Enter the row-level-security principal for the current transaction only.
+
+agent_memory.enter() (migration 0021) sets the principal's settings and seals them to the transaction: after a later
+set_config of any of them, or with a seal from another transaction, the next query under a policy fails (SQLSTATE
+42501), and a second enter() in the same transaction is refused. So enter() is the transaction's first statement,
+and the only way to set a principal.
+"""
 
 from __future__ import annotations
 
@@ -9,15 +15,13 @@ from typing import Literal
 import asyncpg
 
 Access = Literal["agent", "admin", "system"]
-SETTINGS = ("memento.tenant_id", "memento.workspace", "memento.agent_id", "memento.access")
 
 
 async def set_principal(
     conn: asyncpg.Connection, *, tenant_id: str, workspace: str, agent_id: str, access: Access = "agent"
 ) -> None:
     await conn.execute(
-        "SELECT set_config('memento.tenant_id', $1, true), set_config('memento.workspace', $2, true),"
-        " set_config('memento.agent_id', $3, true), set_config('memento.access', $4, true)",
+        "SELECT agent_memory.enter($1, $2, $3, $4)",
         tenant_id,
         workspace,
         agent_id,
@@ -38,9 +42,8 @@ def literal(value: str) -> str:
 
 
 def begin_sql(*, tenant_id: str, workspace: str, agent_id: str, access: Access = "agent") -> str:
-    values = (tenant_id, workspace, agent_id, access)
-    calls = ", ".join(f"set_config('{name}', {literal(v)}, true)" for name, v in zip(SETTINGS, values, strict=True))
-    return f"BEGIN; SELECT {calls}"
+    values = ", ".join(literal(v) for v in (tenant_id, workspace, agent_id, access))
+    return f"BEGIN; SELECT agent_memory.enter({values})"
 
 
 @asynccontextmanager
@@ -55,12 +58,16 @@ async def transaction_as(
 ) -> AsyncIterator[asyncpg.Connection]:
     """A transaction acting as the principal, opened with one round trip instead of two.
 
-    BEGIN and the set_config calls travel as one simple-protocol query (which takes no parameters, hence the
+    BEGIN and enter() travel as one simple-protocol query (which takes no parameters, hence the
     literals). Commits on success, rolls back on any exception; `commit_with` gives the last statements, sent with
     the COMMIT in one round trip (the unit of work's outbox rows). The hot paths (every tool call, the relay) use
     this; round trips between processes are the main cost of a call on a small machine.
     """
-    await conn.execute(begin_sql(tenant_id=tenant_id, workspace=workspace, agent_id=agent_id, access=access))
+    try:
+        await conn.execute(begin_sql(tenant_id=tenant_id, workspace=workspace, agent_id=agent_id, access=access))
+    except BaseException:
+        await _rollback(conn)  # enter() refused the principal: end the transaction BEGIN opened
+        raise
     try:
         yield conn
         last = commit_with() if commit_with else ""

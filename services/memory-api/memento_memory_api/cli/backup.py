@@ -354,6 +354,7 @@ _SKIPPED = re.compile(r"^\d+; \d+ \d+ (EXTENSION - \S+|COMMENT - EXTENSION \S+) 
 _PREAMBLE = """\
 SET lock_timeout = '60s';
 DROP SCHEMA IF EXISTS agent_memory CASCADE;
+DROP SCHEMA IF EXISTS memento_seal CASCADE;
 DROP TABLE IF EXISTS public.memento_schema_migrations;
 CREATE EXTENSION IF NOT EXISTS vector;
 CREATE EXTENSION IF NOT EXISTS pg_trgm;
