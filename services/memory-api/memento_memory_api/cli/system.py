@@ -3,7 +3,7 @@ names an external server; otherwise the embedded one of MEMENTO_DATA_DIR (defaul
 or one started for the command (backup.py's resolution, shared so both agree).
 
 The commands read and write as the services' role, under row-level security with the principal set per transaction
-(set_config(..., true)) as memory-api's repositories do: a role that bypasses RLS is refused, so an export can never
+(agent_memory.enter()) as memory-api's repositories do: a role that bypasses RLS is refused, so an export can never
 hold another tenant's rows."""
 
 from __future__ import annotations
