@@ -195,8 +195,12 @@ def gathered(name: str) -> Callable[[Conversation, dict], list[dict]]:
 # "shipped" is the defaults; the others turn one step off (the ablation) or try another value (what the folds choose
 # among, TUNING). Nothing here is tuned on a held-out conversation: `tuned_recall` picks on the training folds only.
 OFF = {"RECALL_CONTEXT_WEIGHT": "0", "RECALL_LIFT": "0", "RECALL_TIME_BOOST": "0"}
+# the first settings this order shipped with (a12c1a7); every variant but "shipped" is them with the change it names,
+# so a variant means the same whatever the defaults are now
+FIRST = {"RECALL_CONTEXT_WEIGHT": "1", "RECALL_LIFT": "0.7", "RECALL_TIME_BOOST": "0.3"}
 VARIANTS: dict[str, tuple[str, dict[str, str]]] = {
-    "shipped": ("the defaults", {}),
+    "shipped": ("the defaults (RECALL_* unset)", {}),
+    "first": ("the first settings: context weight 1, lift 0.7, time boost 0.3", {}),
     "before": ("every step of issue 28's order off (plain RRF of the engine's lists)", OFF),
     "no_context": ("without the context list (neighbours' words)", {"RECALL_CONTEXT_WEIGHT": "0"}),
     "no_lift": ("without the neighbour lift", {"RECALL_LIFT": "0"}),
@@ -213,10 +217,29 @@ VARIANTS: dict[str, tuple[str, dict[str, str]]] = {
         "multi-part questions split, each part's words a list of weight 0.5",
         {"RECALL_DECOMPOSE": "0.5"},
     ),
+    "candidates_15": ("neighbours read for the first 15 candidates", {"RECALL_CONTEXT_CANDIDATES": "15"}),
+    "window_1": ("one neighbour read on each side", {"RECALL_NEIGHBOUR_WINDOW": "1"}),
+    "lift_0.5_context_2": ("lift 0.5, context weight 2", {"RECALL_LIFT": "0.5", "RECALL_CONTEXT_WEIGHT": "2"}),
+    "lift_0.5_time_0.6": ("lift 0.5, time boost 0.6", {"RECALL_LIFT": "0.5", "RECALL_TIME_BOOST": "0.6"}),
+    "lift_0.5_top_3": ("lift 0.5 from the best 3", {"RECALL_LIFT": "0.5", "RECALL_LIFT_TOP": "3"}),
+    "lift_0.5_context_2_time_0.6": (
+        "lift 0.5, context weight 2, time boost 0.6",
+        {"RECALL_LIFT": "0.5", "RECALL_CONTEXT_WEIGHT": "2", "RECALL_TIME_BOOST": "0.6"},
+    ),
+    "lift_0.5_context_2_time_0.6_candidates_15": (
+        "lift 0.5, context weight 2, time boost 0.6, neighbours of the first 15",
+        {
+            "RECALL_LIFT": "0.5",
+            "RECALL_CONTEXT_WEIGHT": "2",
+            "RECALL_TIME_BOOST": "0.6",
+            "RECALL_CONTEXT_CANDIDATES": "15",
+        },
+    ),
     "decompose_1": ("multi-part questions split, each part's words a list of weight 1", {"RECALL_DECOMPOSE": "1"}),
 }
-TUNING = ["shipped", "context_0.5", "context_2", "share_0.3", "share_0.8", "lift_0.5", "lift_0.85", "time_0.6",
-          "decompose_0.5", "decompose_1"]  # fmt: skip
+TUNING = ["shipped", "first", "context_0.5", "context_2", "share_0.3", "share_0.8", "lift_0.5", "lift_0.85", "time_0.6",
+          "decompose_0.5", "decompose_1", "candidates_15", "window_1", "lift_0.5_context_2", "lift_0.5_time_0.6",
+          "lift_0.5_top_3", "lift_0.5_context_2_time_0.6", "lift_0.5_context_2_time_0.6_candidates_15"]  # fmt: skip
 
 
 def ranking_name(variant: str) -> str:
@@ -228,13 +251,23 @@ def mean_r10(rows: list[dict]) -> float:
 
 
 def tuned_recall(train: list[Conversation]) -> dict:
-    """The candidate setting with the best recall@10 over the training conversations' questions."""
+    """The candidate setting with the best recall@10 over the training conversations' questions among those above the
+    plain RRF reference in every category there (all candidates, when none is)."""
     candidates = [v for v in TUNING if all(ranking_name(v) in q.rankings for c in train for q in c.questions)]
     if not train or len(candidates) < 2:
         return {"variant": "shipped"}
-    best = max(candidates, key=lambda v: (mean_r10([r for c in train for r in gathered(ranking_name(v))(c, {})]),
-                                          v == "shipped"))  # fmt: skip
-    return {"variant": best}
+    reference = by_category([r for c in train for r in METHODS_BY_NAME["rrf"].score(c, {})])
+    scored = {v: [r for c in train for r in gathered(ranking_name(v))(c, {})] for v in candidates}
+    above = [v for v in candidates if all(by_category(scored[v])[k] > reference[k] for k in reference)]
+    best = max(above or candidates, key=lambda v: (mean_r10(scored[v]), v == "shipped"))
+    return {"variant": best, "above_reference_in_every_category_on_training": bool(above)}
+
+
+def by_category(rows: list[dict]) -> dict:
+    groups: dict = defaultdict(list)
+    for r in rows:
+        groups[r["category"]].append(r["r10"])
+    return {k: mean(v) for k, v in groups.items()}
 
 
 def tuned_score(conversation: Conversation, params: dict) -> list[dict]:
@@ -252,6 +285,7 @@ METHODS = [
     Method("memento", "Memento `recall {text}` (setting chosen on the training folds)", tuned_score, tuned_recall),
     Method("memento_keywords", "Memento `recall {keywords}`", gathered("keywords")),
 ]
+METHODS_BY_NAME = {m.name: m for m in METHODS}
 ABLATION = [
     Method(f"memento_{v}", f"Memento, {label}", gathered(ranking_name(v))) for v, (label, _) in VARIANTS.items()
 ]
@@ -397,7 +431,7 @@ async def ask_variants(args: argparse.Namespace, data: list, conversations: list
         run_json = Path(args.data_dir) / "run.json"
         run_json.unlink(missing_ok=True)  # the last run's; the restart writes its own
         saved = dict(os.environ)
-        os.environ.update(VARIANTS[variant][1])
+        os.environ.update({**FIRST, **VARIANTS[variant][1]} if variant != "shipped" else {})
         system = System(args)
         try:
             system.start()
@@ -411,6 +445,33 @@ async def ask_variants(args: argparse.Namespace, data: list, conversations: list
             os.environ.clear()
             os.environ.update(saved)
         print(f"locomo: variant {variant} asked in {time.perf_counter() - started:.0f}s", flush=True)
+
+
+def save_gathered(conversations: list[Conversation], timings: dict) -> None:
+    saved = RESULTS / f"locomo-gathered-{time.strftime('%Y%m%d-%H%M%S')}.pickle"
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    saved.write_bytes(pickle.dumps((conversations, timings)))
+    print(f"locomo: gathered rankings saved to {saved} (not committed; --from-gathered scores them again)")
+
+
+async def ask_more(args: argparse.Namespace, conversations: list[Conversation], variants: list[str]) -> None:
+    """Ask more settings over a kept gathering's data dir (--from-gathered F --data-dir D --variants ...): the stored
+    turns' ids are read back by their source (the dia id)."""
+    data = {s["sample_id"]: s for s in json.loads(args.data.read_text())}
+    samples = [data[c.sample_id] for c in conversations]
+    system = System(args)
+    (Path(args.data_dir) / "run.json").unlink(missing_ok=True)
+    system.start()
+    try:
+        conn = await asyncpg.connect(system.owner_url())
+        try:
+            rows = await conn.fetch("SELECT id, source FROM agent_memory.fragments WHERE workspace LIKE 'locomo-%'")
+        finally:
+            await conn.close()
+    finally:
+        system.stop()
+    stores = {"locomo-" + s["sample_id"]: {r["id"]: r["source"] for r in rows} for s in samples}
+    await ask_variants(args, samples, conversations, stores, variants)
 
 
 async def gather(args: argparse.Namespace) -> tuple[list[Conversation], dict]:
@@ -524,6 +585,14 @@ def folds(conversations: list[Conversation], methods: list[Method]) -> dict:
                 "recall@5": mean([r["r5"] for r in rows]),
                 "recall@10": mean([r["r10"] for r in rows]),
             }
+    pooled: dict = defaultdict(list)  # every held-out question's row, per method
+    for held in conversations:
+        for m in (x for x in methods if x.name in (SUBJECT, BASELINE)):
+            pooled[m.name] += m.score(held, out["held_out"][held.sample_id][m.name]["params"])
+    out["held_out_by_category"] = {
+        name: {CATEGORIES.get(k, str(k)): v for k, v in sorted(by_category(rows).items())}
+        for name, rows in pooled.items()
+    }
     for m in methods:
         per = [f[m.name] for f in out["held_out"].values()]
         out["mean"][m.name] = {
@@ -623,6 +692,21 @@ def markdown(results: dict, methods: list[Method], show_folds: bool) -> str:
             "conversations (every conversation weighted alike; the table above pools the questions)."
         ),
     ]
+    held_cat = fold.get("held_out_by_category", {})
+    if SUBJECT in held_cat and BASELINE in held_cat:
+        lines += [
+            "",
+            "Held out per category (every held-out question pooled, Memento with each fold's chosen setting), "
+            "recall@10 Memento / RRF: "
+            + ", ".join(
+                f"{c} {fmt(held_cat[SUBJECT][c])} / {fmt(held_cat[BASELINE][c])} "
+                f"({signed(held_cat[SUBJECT][c] - held_cat[BASELINE][c])})"
+                for c in held_cat[SUBJECT]
+            )
+            + ". Settings the folds chose: "
+            + ", ".join(f"{sid} {f[SUBJECT]['params'].get('variant')}" for sid, f in fold["held_out"].items())
+            + ".",
+        ]
     if show_folds:
         lines += [
             "",
@@ -705,12 +789,17 @@ def main() -> None:
     started = time.time()
     if args.from_gathered:
         conversations, timings = pickle.loads(args.from_gathered.read_bytes())
+        missing = [
+            v for v in args.variants if any(ranking_name(v) not in q.rankings for q in conversations[0].questions)
+        ]
+        if missing and args.data_dir and "--variants" in sys.argv:
+            # settings not asked yet, over the stored turns the gathering kept in its data dir
+            asyncio.run(ask_more(args, conversations, missing))
+            timings["latency"] = {**timings.get("latency", {}), **latency_summary()}
+            save_gathered(conversations, timings)
     else:
         conversations, timings = asyncio.run(gather(args))
-        saved = RESULTS / f"locomo-gathered-{time.strftime('%Y%m%d-%H%M%S')}.pickle"
-        RESULTS.mkdir(parents=True, exist_ok=True)
-        saved.write_bytes(pickle.dumps((conversations, timings)))
-        print(f"locomo: gathered rankings saved to {saved} (not committed; --from-gathered scores them again)")
+        save_gathered(conversations, timings)
     asked = {v for v in VARIANTS if all(ranking_name(v) in q.rankings for c in conversations for q in c.questions)}
     methods = METHODS + [m for m in ABLATION if m.name.removeprefix("memento_") in asked]
     results = {
@@ -723,7 +812,7 @@ def main() -> None:
             "e5": "the active profile's stored vectors; query: embedder /v1/embeddings input_type query; exact cosine",
             "rrf_k": RRF_K,
             "methods": {m.name: m.label for m in methods},
-            "variants": {v: VARIANTS[v][1] for v in asked},
+            "variants": {v: {**FIRST, **VARIANTS[v][1]} if v != "shipped" else {} for v in asked},
             "tuning_candidates": TUNING,
         },
         **evaluate(conversations, methods),

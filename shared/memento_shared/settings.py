@@ -76,15 +76,16 @@ class Settings(BaseSettings):
     skip_min_score: float | None = Field(None, alias="SKIP_MIN_SCORE", ge=0, le=1)
     # recall by text: partitions up to this many vectors are scanned exactly, larger ones through HNSW
     vector_exact_max_rows: int = Field(10000, alias="VECTOR_EXACT_MAX_ROWS")
-    # recall by text's relevance order (recall/relevance.py, issue 28): chosen on LoCoMo's held-out folds
-    # (bench/README.md "LoCoMo"); 0 turns a step off
-    recall_context_weight: float = Field(1.0, alias="RECALL_CONTEXT_WEIGHT", ge=0, le=4)
+    # recall by text's relevance order (recall/relevance.py, issue 28): chosen on LoCoMo's five development
+    # conversations by the rule the held-out folds use (bench/README.md "LoCoMo: what issue 28 changed"); 0 turns a
+    # step off
+    recall_context_weight: float = Field(2.0, alias="RECALL_CONTEXT_WEIGHT", ge=0, le=4)
     recall_neighbour_share: float = Field(0.5, alias="RECALL_NEIGHBOUR_SHARE", ge=0, le=1)
     recall_neighbour_window: int = Field(2, alias="RECALL_NEIGHBOUR_WINDOW", ge=0, le=5)
     recall_context_candidates: int = Field(30, alias="RECALL_CONTEXT_CANDIDATES", ge=1, le=200)
-    recall_lift: float = Field(0.7, alias="RECALL_LIFT", ge=0, lt=1)
+    recall_lift: float = Field(0.5, alias="RECALL_LIFT", ge=0, lt=1)
     recall_lift_top: int = Field(5, alias="RECALL_LIFT_TOP", ge=0, le=50)
-    recall_time_boost: float = Field(0.3, alias="RECALL_TIME_BOOST", ge=0, le=2)
+    recall_time_boost: float = Field(0.6, alias="RECALL_TIME_BOOST", ge=0, le=2)
     recall_decompose: float = Field(0.0, alias="RECALL_DECOMPOSE", ge=0, le=2)  # off: the folds did not choose it
 
     # --- PostgreSQL: DATABASE_URL, else POSTGRES_* over DB_* ---
