@@ -1,0 +1,66 @@
+"""Issue 28 through `recall` on real Postgres and Valkey: what a write records of a memory's place and time, a reply
+found by the question asked just before it in its conversation, and a "when" question preferring the memory that
+names a time. No embedder answers here, so recall by text is lexical: the steps under test are the only other order."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from tests.fixtures.apps import memory_api_on
+
+SAID = "(1:56 pm on 8 May, 2023)"
+QUESTION = "When did Caroline join the support group at the community centre?"
+
+
+async def remember(api, tenant: str, content: str, source: str) -> str:
+    body = await api.call(
+        "remember", {"content": content, "topic": "chat", "type": "fact", "source": source}, tenant=tenant
+    )
+    return body["result"]["id"]
+
+
+async def recall(api, tenant: str, text: str) -> list[str]:
+    body = await api.call("recall", {"text": text, "includeLinks": False}, tenant=tenant)
+    return [f["id"] for f in body["result"]["fragments"]]
+
+
+async def test_a_write_records_its_place_its_time_and_its_names(memory_api, tenant, owner_pool):
+    fragment = await remember(memory_api, tenant, f"Caroline {SAID}: I went to the support group yesterday", "D1:3")
+    row = await owner_pool.fetchrow(
+        "SELECT thread, seq, event_from, event_to, event_said, expansion FROM agent_memory.fragments WHERE id = $1",
+        fragment,
+    )
+    assert (row["thread"], row["seq"]) == ("D1", 3)
+    assert row["event_said"] == datetime(2023, 5, 8, 13, 56, tzinfo=UTC)  # the text's own header, not the write time
+    assert (row["event_from"], row["event_to"]) == (datetime(2023, 5, 7, tzinfo=UTC), datetime(2023, 5, 8, tzinfo=UTC))
+    assert "caroline" in row["expansion"].split()
+
+    await memory_api.call(
+        "amend", {"id": fragment, "content": f"Caroline {SAID}: I went there last week"}, tenant=tenant
+    )
+    row = await owner_pool.fetchrow(
+        "SELECT thread, seq, event_from FROM agent_memory.fragments WHERE id = $1", fragment
+    )
+    assert (row["thread"], row["seq"]) == ("D1", 3)  # an amend keeps the place and reads the time again
+    assert row["event_from"] == datetime(2023, 5, 1, tzinfo=UTC)  # the week before Monday 8 May 2023
+
+
+async def test_a_reply_is_found_by_the_question_asked_before_it(memory_api, tenant):
+    asked = await remember(memory_api, tenant, f"Melanie {SAID}: Did you finish the pottery workshop?", "D2:1")
+    reply = await remember(memory_api, tenant, f"Caroline {SAID}: Yes! I made a blue bowl there", "D2:2")
+    for n, text in enumerate(["The weather turned cold", "Rex chased the neighbour's cat", "We painted the fence"]):
+        await remember(memory_api, tenant, f"Caroline {SAID}: {text}", f"D2:{10 + 2 * n}")
+
+    found = await recall(memory_api, tenant, "What did Caroline make at the pottery workshop?")
+    assert found[0] == asked  # the turn that holds the words stays first
+    assert reply in found[:3]  # the reply, which holds none of "pottery workshop", joins beside it
+
+
+async def test_a_when_question_prefers_the_memory_that_names_a_time(settings, tenant):
+    async with memory_api_on(settings) as api:
+        dated = await remember(api, tenant, f"Caroline {SAID}: I joined the support group yesterday", "D3:1")
+        undated = await remember(api, tenant, f"Caroline {SAID}: the support group at the community centre", "D4:1")
+        assert (await recall(api, tenant, QUESTION))[0] == dated
+    async with memory_api_on(settings.model_copy(update={"recall_time_boost": 0.0})) as api:
+        # without the boost the memory holding more of the question's words comes first: the boost ordered them
+        assert (await recall(api, tenant, QUESTION))[0] == undated
