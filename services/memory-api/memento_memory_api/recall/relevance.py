@@ -84,7 +84,8 @@ def wanted(text: str, expanded: str | None = None, now: datetime | None = None) 
     """`text`'s times, and the words of `expanded` (the question with its names and dates spelled out) or of it."""
     now = now or datetime.now(UTC)
     periods = tuple(m.range for m in dates.mentions(text, now))
-    return Wanted(words(expanded or text), dates.is_temporal_question(text), periods)
+    terms = frozenset(w for w in words(expanded or text) if w not in STOPWORDS)  # as the lexical search drops them
+    return Wanted(terms, dates.is_temporal_question(text), periods)
 
 
 _CLAUSES = re.compile(r",\s*(?:and|or|but)\s+|\s+(?:and|or|but)\s+|[,;]\s*|\s+(?:그리고|하고|또는)\s+", re.IGNORECASE)
