@@ -328,6 +328,7 @@ class Launcher:
         self.children: dict[str, subprocess.Popen[bytes]] = {}  # services (and migrate while it runs)
         self.log_offsets: dict[str, int] = {}
         self.ports: dict[str, int] = {}
+        self.env: dict[str, str] = {}  # what the services were started with (bench.cluster restarts them with it)
 
     # ---- start ----
 
@@ -354,6 +355,7 @@ class Launcher:
         env.update({svc.port_env: str(self.ports[svc.name]) for phase in SERVICE_PHASES for svc in phase})
         env["MEMORY_API_URL"] = f"http://{LOOPBACK}:{self.ports['memory-api']}"
         env["EMBEDDER_URL"] = f"http://{LOOPBACK}:{self.ports['embedder']}"
+        self.env = env
         self._start_services(env, bind_host)
         self._announce(env, bind_host)
 

@@ -147,6 +147,10 @@ class Settings(BaseSettings):
     worker_lease_s: float = Field(30.0, alias="WORKER_LEASE_SECONDS")
     worker_max_jobs: int = Field(0, alias="WORKER_MAX_JOBS")  # 0: the worker's own default
     worker_shutdown_grace_s: float = Field(20.0, alias="WORKER_SHUTDOWN_GRACE_SECONDS")
+    # how long Redis keeps a finished job's result (arq keep_result). It only stops a second relay of the same event
+    # from running the job again within that time (the handlers are idempotent anyway); at an hour, a steady load grew
+    # Valkey's memory for the whole hour (soak)
+    worker_result_s: float = Field(300.0, alias="WORKER_RESULT_SECONDS", ge=0)
     # how long a queued job waits for its worker before Redis drops it (arq's own default is one day): longer than
     # any outage of a worker, since the outbox row already says published and nothing would dead-letter it
     worker_job_expiry_s: float = Field(30 * 86400.0, alias="WORKER_JOB_EXPIRY_SECONDS", gt=0)

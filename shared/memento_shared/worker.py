@@ -459,7 +459,7 @@ class WorkerHost:
                 "backoff_max": settings.worker_backoff_max_s,
                 "job_timeout": settings.worker_job_timeout_s,
             },
-            keep_result=3600,
+            keep_result=settings.worker_result_s,
             poll_delay=0.05,
             log_results=False,
             lease_s=settings.worker_lease_s,

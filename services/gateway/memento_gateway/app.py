@@ -7,8 +7,11 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator
 
+from redis.exceptions import RedisError
 from starlette.applications import Starlette
 from starlette.middleware.gzip import GZipMiddleware
+from starlette.requests import Request
+from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from memento_gateway.auth.api_keys import ApiKeys
@@ -20,6 +23,7 @@ from memento_gateway.http.guard import McpCors, OriginGuard
 from memento_gateway.http.limits import RateLimiter, StreamSlots
 from memento_gateway.mcp.hub import StreamHub
 from memento_gateway.mcp.inflight import InFlight
+from memento_gateway.mcp.jsonrpc import error_response
 from memento_gateway.mcp.sessions import SessionStore
 from memento_gateway.oauth import routes as oauth_routes
 from memento_gateway.oauth.provider import MementoOAuthProvider
@@ -38,6 +42,17 @@ GZIP_MIN_BYTES = 4096  # tools/list with every schema is the big one; SSE is nev
 # Level 1: JSON still shrinks by most of what level 9 achieves, for a fraction of the CPU (profiled: at starlette's
 # default level 9, compression was 9% of the gateway's CPU under recall-by-text load).
 GZIP_LEVEL = 1
+REDIS_DOWN_RETRY_AFTER_S = 2  # Valkey restarts in about a second (AOF); sessions, rate and streams all wait on it
+# JSON-RPC's range for implementation-defined server errors: the server is fine, a store it needs is not (not
+# -32603, an internal error, which says the request itself broke something)
+SERVER_UNAVAILABLE = -32000
+
+
+async def redis_unavailable(request: Request, exc: Exception) -> JSONResponse:
+    """Redis (sessions, rate limits, streams) down: a retryable 503 with a JSON-RPC error, not a bare 500."""
+    log.warning("gateway.redis_unavailable", extra={"error": type(exc).__name__})
+    body = error_response(None, SERVER_UNAVAILABLE, f"Redis is unavailable; retry in {REDIS_DOWN_RETRY_AFTER_S} s")
+    return JSONResponse(body, status_code=503, headers={"Retry-After": str(REDIS_DOWN_RETRY_AFTER_S)})
 
 
 def create_app(settings: Settings) -> Starlette:
@@ -88,6 +103,7 @@ def create_app(settings: Settings) -> Starlette:
             Route("/metrics", metrics_endpoint, methods=["GET"]),
         ],
         lifespan=lifespan,
+        exception_handlers={RedisError: redis_unavailable},
     )
     app.add_middleware(GZipMiddleware, minimum_size=GZIP_MIN_BYTES, compresslevel=GZIP_LEVEL)
     if edge.allowed_origins:

@@ -17,6 +17,13 @@ log = logging.getLogger(__name__)
 GATEWAY = Principal(tenant_id="", workspaces=(), agents=(), scopes=(), subject="gateway")  # for /internal routes
 
 
+# aiohttp's failures to connect: the request was never sent
+_NOT_SENT = frozenset(
+    {"ClientConnectorError", "ClientConnectorDNSError", "ClientConnectorCertificateError", "ClientConnectorSSLError"}
+)
+_UNCERTAIN = "STORAGE_UNCERTAIN"
+
+
 class UpstreamUnavailable(Exception):
     """memory-api did not answer usefully; the message is safe to show a client."""
 
@@ -51,7 +58,9 @@ class Upstream:
             raise UpstreamUnavailable("RESOURCE_BUSY") from None
         except InternalUnreachable as exc:
             log.warning("upstream.unreachable", extra={"path": path, "error_type": str(exc)})
-            raise UpstreamUnavailable("STORAGE_ERROR") from None
+            # only a failed connect proves the request never arrived; a connection lost after it was sent (memory-api
+            # killed mid-call) may follow a commit
+            raise UpstreamUnavailable("STORAGE_ERROR" if str(exc) in _NOT_SENT else _UNCERTAIN) from None
 
     async def call_tool(
         self,
@@ -68,6 +77,9 @@ class Upstream:
         except UpstreamUnavailable as exc:
             if str(exc) == "RESOURCE_BUSY":
                 return _error("RESOURCE_BUSY", "memory-api did not answer in time; retry", retryable=True)
+            if str(exc) == _UNCERTAIN:
+                message = "memory-api went away during the call; it may have been applied: check before repeating it"
+                return _error("STORAGE_ERROR", message, retryable=True)
             return _error("STORAGE_ERROR", "memory-api is unreachable; nothing was changed", retryable=True)
         body = _json(response)
         if not isinstance(body, dict) or ("result" not in body and "error" not in body):
