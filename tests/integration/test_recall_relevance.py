@@ -49,7 +49,7 @@ async def test_a_reply_is_found_by_the_question_asked_before_it(memory_api, tena
     asked = await remember(memory_api, tenant, f"Melanie {SAID}: Did you finish the pottery workshop?", "D2:1")
     reply = await remember(memory_api, tenant, f"Caroline {SAID}: Yes! I made a blue bowl there", "D2:2")
     for n, text in enumerate(["The weather turned cold", "Rex chased the neighbour's cat", "We painted the fence"]):
-        await remember(memory_api, tenant, f"Caroline {SAID}: {text}", f"D2:{10 + 2 * n}")
+        await remember(memory_api, tenant, f"Caroline {SAID}: {text}", f"D5:{n + 1}")  # another session
 
     found = await recall(memory_api, tenant, "What did Caroline make at the pottery workshop?")
     assert found[0] == asked  # the turn that holds the words stays first

@@ -94,3 +94,12 @@ def test_each_parts_list_weighs_decompose():
     lists = [["a", "b"]]
     assert ids(order(lists, rows, {}, want("x"), Tuning(context_weight=0, lift=0), [["c"]]))[0] == "a"
     assert ids(order(lists, rows, {}, want("x"), Tuning(context_weight=0, lift=0, decompose=2), [["c"]]))[0] == "c"
+
+
+def test_equal_context_scores_keep_the_engines_order_not_the_ids():
+    rows = {"b-first": row("b-first", "production every Tuesday", 1), "a-second": row("a-second", "production", 2)}
+    # both hold the question's one word alike; the engine's lists put b-first ahead, and the ids say the opposite
+    assert context_ranking([["b-first", "a-second"]], rows, {}, want("production").terms, 0.5, {"b-first": 0}) == [
+        "b-first",
+        "a-second",
+    ]

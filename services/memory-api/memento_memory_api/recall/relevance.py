@@ -131,7 +131,9 @@ def order(
         lists.append([i for i in part if i in rows])
         weights.append(tuning.decompose)
     if tuning.context_weight > 0 and want.terms:
-        lists.append(context_ranking(lists, rows, neighbours, want.terms, tuning.neighbour_share))
+        # equal context scores keep the order the engine's lists gave them (then neighbours no list found, by id)
+        prior = {i: n for n, (i, _) in enumerate(rrf(lists, k=tuning.k))}
+        lists.append(context_ranking(lists, rows, neighbours, want.terms, tuning.neighbour_share, prior))
         weights.append(tuning.context_weight)
     scores = dict(rrf(lists, k=tuning.k, weights=weights))
     if tuning.time_boost > 0 and (want.when or want.periods):
@@ -153,6 +155,7 @@ def context_ranking(
     neighbours: dict[str, list[str]],
     terms: frozenset[str],
     share: float,
+    prior: dict[str, int] | None = None,
 ) -> list[str]:
     """The listed rows and their neighbours by the question's words they hold, and (at `share`) the ones only the
     rows beside them hold; weighed by rarity among every row read."""
@@ -173,7 +176,8 @@ def context_ranking(
         score = sum(weight[t] for t in own) + share * sum(weight[t] for t in around)
         if score > 0:
             scores[i] = score
-    return sorted(scores, key=lambda i: (-scores[i], i))
+    last = len(prior or ())
+    return sorted(scores, key=lambda i: (-scores[i], (prior or {}).get(i, last), i))
 
 
 def _timely(row: Any, want: Wanted) -> bool:
