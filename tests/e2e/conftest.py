@@ -137,3 +137,32 @@ def another_gateway(system: System, **env: str) -> Iterator[str]:
     finally:
         process.terminate()
         process.wait(30)
+
+
+# the console's browser tests (test_console*.py): one Chromium per module, a fresh context per test (imported here,
+# not at the top: console_screenshots imports this module)
+@pytest.fixture(scope="module")
+def browser():
+    from playwright.sync_api import sync_playwright
+
+    from tests.e2e.console_screenshots import launch
+
+    with sync_playwright() as p:
+        chromium = launch(p)
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture
+def page(browser):
+    context = browser.new_context()
+    yield context.new_page()
+    context.close()
+
+
+@pytest.fixture(scope="module")
+def db(system) -> str:
+    """The schema owner's URL, to check rows the console wrote."""
+    from tests.e2e.console_screenshots import owner_url
+
+    return owner_url(system.data_dir, system.info["database_url"])

@@ -9,7 +9,6 @@ import uuid
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from playwright.sync_api import sync_playwright
 
 from tests.e2e.conftest import ACCESS_KEY
 from tests.e2e.console_screenshots import (
@@ -17,33 +16,11 @@ from tests.e2e.console_screenshots import (
     call_tool,
     create_key,
     fetch,
-    launch,
-    owner_url,
     remember,
     sign_in,
 )
 
 pytestmark = pytest.mark.e2e
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with sync_playwright() as p:
-        chromium = launch(p)
-        yield chromium
-        chromium.close()
-
-
-@pytest.fixture
-def page(browser):
-    context = browser.new_context()
-    yield context.new_page()
-    context.close()
-
-
-@pytest.fixture(scope="module")
-def db(system) -> str:
-    return owner_url(system.data_dir, system.info["database_url"])
 
 
 @pytest.fixture

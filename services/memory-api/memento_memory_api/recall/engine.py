@@ -186,24 +186,11 @@ async def _by_text(
     # the filters themselves, so each returns up to `limit` fragments that satisfy them.
     lexical_ids: list[str] = []
     if query.text and query.lexical:
-        lexical_ids = await lexical.search(
-            conn,
-            _with_expansion(query.text),
-            scope,
-            agents,
-            query.limit,
-            topic=query.topic,
-            ftype=query.type,
-            superseded=query.superseded,
-            tags=query.tags,
-            narrow=query.narrow,
-        )
-        await _fetch_missing(conn, query, lexical_ids, found)
-        part_weight = ctx.settings.recall_decompose
-        for part in relevance.parts(query.text) if part_weight > 0 else []:
+
+        async def by_words(text: str) -> list[str]:
             ids = await lexical.search(
                 conn,
-                part,
+                text,
                 scope,
                 agents,
                 query.limit,
@@ -214,7 +201,11 @@ async def _by_text(
                 narrow=query.narrow,
             )
             await _fetch_missing(conn, query, ids, found)
-            found.part_lists.append(ids)
+            return ids
+
+        lexical_ids = await by_words(_with_expansion(query.text))
+        if ctx.settings.recall_decompose > 0:
+            found.part_lists = [await by_words(part) for part in relevance.parts(query.text)]
     strategy = None
     if query.vector is not None or embedding is not None:
         strategy = await vector.choose(
