@@ -76,9 +76,22 @@ async def transaction_as(
         raise
     try:
         await conn.execute(f"{last}; COMMIT" if last else "COMMIT")
+    except _CONNECTION_LOST as exc:
+        await _rollback(conn)
+        raise CommitOutcomeUnknown("the connection was lost during COMMIT") from exc
     except BaseException:
         await _rollback(conn)  # the last statements failed: the server already aborted; end the transaction
         raise
+
+
+class CommitOutcomeUnknown(Exception):
+    """The connection broke while COMMIT was under way: the transaction may or may not have been committed, so a
+    caller must not say "nothing was changed" (nor that it was)."""
+
+
+# failures of the connection rather than of the statements: after them nobody here knows whether COMMIT took effect
+_CONNECTION_LOST = (asyncpg.PostgresConnectionError, asyncpg.AdminShutdownError, asyncpg.InterfaceError, OSError,
+                    TimeoutError)  # fmt: skip
 
 
 async def _rollback(conn: asyncpg.Connection) -> None:
