@@ -185,6 +185,7 @@ async def _by_text(
     # and the vector plan's choice; after it, one statement returns the nearest fragments' rows. Both searches apply
     # the filters themselves, so each returns up to `limit` fragments that satisfy them.
     lexical_ids: list[str] = []
+    expanded = ""  # the question with its names and dates spelled out (the lexical search and the order use it)
     if query.text and query.lexical:
 
         async def by_words(text: str) -> list[str]:
@@ -203,7 +204,8 @@ async def _by_text(
             await _fetch_missing(conn, query, ids, found)
             return ids
 
-        lexical_ids = await by_words(_with_expansion(query.text))
+        expanded = _with_expansion(query.text)
+        lexical_ids = await by_words(expanded)
         if ctx.settings.recall_decompose > 0:
             found.part_lists = [await by_words(part) for part in relevance.parts(query.text)]
     strategy = None
@@ -238,7 +240,7 @@ async def _by_text(
         await vector.release(conn, strategy)
     if query.text and query.lexical:
         found.ranked.append(lexical_ids)
-        await _arrange(ctx, query, conn, agents, found)
+        await _arrange(ctx, query, conn, agents, found, expanded)
     SEARCH_LATENCY.labels("hybrid" if query_vector is not None else "lexical").observe(time.perf_counter() - started)
 
 
@@ -248,7 +250,9 @@ def _with_expansion(text: str) -> str:
     return f"{text} {extra}" if extra else text
 
 
-async def _arrange(ctx: ToolContext, query: Query, conn: Any, agents: list[str] | None, found: Found) -> None:
+async def _arrange(
+    ctx: ToolContext, query: Query, conn: Any, agents: list[str] | None, found: Found, expanded: str
+) -> None:
     """The relevance order of a search by text (recall.relevance): the first candidates' neighbours are read and join
     the rows, the lists are fused beside the context list, then time and lifts apply."""
     assert query.text is not None
@@ -266,7 +270,7 @@ async def _arrange(ctx: ToolContext, query: Query, conn: Any, agents: list[str] 
         for i, row in near_rows.items():
             found.rows.setdefault(i, row)
             found.tiers.setdefault(i, "L3")
-    want = relevance.wanted(query.text, _with_expansion(query.text))
+    want = relevance.wanted(query.text, expanded)
     found.order = relevance.order(found.ranked, found.rows, neighbours, want, tuning, found.part_lists)
     ordered = {i for i, _ in found.order}
     for i in [i for i in near_rows if i not in ordered and found.tiers.get(i) == "L3" and i not in listed]:
