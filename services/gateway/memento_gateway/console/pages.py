@@ -111,28 +111,27 @@ def unchanged_dropped(form: dict[str, str]) -> dict[str, str]:
     return {k: val for k, val in edited.items() if f"orig_{k}" not in form or form[f"orig_{k}"] != val}
 
 
-async def documents(request: Request) -> Response:
+async def shown(request: Request, name: str, template: str, **params: Any) -> Response:
+    """A read-only page: memory-api's view `name` (with `params`) rendered in `template`."""
     v = await web.visit(request)
     if v is None:
         return web.to_login()
-    reply = await v.view("documents")
-    return web.page("documents.html", v, **reply.body) if reply.ok else web.failed(v, reply)
+    reply = await v.view(name, **params)
+    if not reply.ok:
+        return web.failed(v, reply)
+    return web.page(template, v, **reply.body, done=DONE.get(request.query_params.get("done", "")))
+
+
+async def documents(request: Request) -> Response:
+    return await shown(request, "documents", "documents.html")
 
 
 async def document(request: Request) -> Response:
-    v = await web.visit(request)
-    if v is None:
-        return web.to_login()
-    reply = await v.view("document", id=request.path_params["id"])
-    return web.page("document.html", v, **reply.body) if reply.ok else web.failed(v, reply)
+    return await shown(request, "document", "document.html", id=request.path_params["id"])
 
 
 async def working(request: Request) -> Response:
-    v = await web.visit(request)
-    if v is None:
-        return web.to_login()
-    reply = await v.view("working")
-    return web.page("working.html", v, **reply.body) if reply.ok else web.failed(v, reply)
+    return await shown(request, "working", "working.html")
 
 
 async def stats(request: Request) -> Response:
@@ -146,26 +145,16 @@ async def stats(request: Request) -> Response:
     return web.page("stats.html", v, **reply.body, peak=peak, types=TYPES, tiers=TIERS)
 
 
-async def admin_view(request: Request, name: str, template: str) -> Response:
-    v = await web.visit(request)
-    if v is None:
-        return web.to_login()
-    reply = await v.view(name)
-    if not reply.ok:
-        return web.failed(v, reply)
-    return web.page(template, v, **reply.body, done=DONE.get(request.query_params.get("done", "")))
-
-
 async def dead_letters(request: Request) -> Response:
-    return await admin_view(request, "dead_letters", "dead_letters.html")
+    return await shown(request, "dead_letters", "dead_letters.html")
 
 
 async def keys(request: Request) -> Response:
-    return await admin_view(request, "keys", "keys.html")
+    return await shown(request, "keys", "keys.html")
 
 
 async def audit(request: Request) -> Response:
-    return await admin_view(request, "audit", "audit.html")
+    return await shown(request, "audit", "audit.html")
 
 
 async def replay(request: Request) -> Response:
