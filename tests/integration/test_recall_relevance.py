@@ -6,6 +6,12 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+import asyncpg
+
+from memento_memory_api.recall import relevance
+from memento_memory_api.repositories import fragments as repo
+from memento_memory_api.uow import Scope
+from memento_shared.db.rls import transaction_as
 from tests.fixtures.apps import memory_api_on
 
 SAID = "(1:56 pm on 8 May, 2023)"
@@ -64,3 +70,25 @@ async def test_a_when_question_prefers_the_memory_that_names_a_time(settings, te
     async with memory_api_on(settings.model_copy(update={"recall_time_boost": 0.0})) as api:
         # without the boost the memory holding more of the question's words comes first: the boost ordered them
         assert (await recall(api, tenant, QUESTION))[0] == undated
+
+
+async def test_neighbours_read_in_two_steps_are_those_read_at_once(memory_api, tenant, servers):
+    # a search reads the lexical candidates' neighbours while the model embeds, the rest after the vector list
+    ids = [await remember(memory_api, tenant, f"Caroline {SAID}: turn {n} of the garden", f"D7:{n}") for n in range(8)]
+    scope = Scope(tenant, "default", "default")
+    conn = await asyncpg.connect(servers.owner_url)
+    try:
+        async with transaction_as(conn, tenant_id=tenant, workspace="default", agent_id="default"):
+            rows = {r["id"]: r for r in await repo.fetch_by_ids(conn, ids, None, None)}
+            hood = relevance.Neighbourhood()
+            await hood.add(conn, scope, None, [rows[ids[1]], rows[ids[6]]], 2, {})
+            await hood.add(conn, scope, None, [rows[ids[6]], rows[ids[3]]], 2, {})  # ids[6] is not read again
+            at_once = await relevance.read_neighbours(conn, scope, None, [rows[ids[6]], rows[ids[3]]], 2, {})
+    finally:
+        await conn.close()
+    assert hood.read == {ids[1], ids[6], ids[3]}
+    near, near_rows = hood.of([ids[6], ids[3]])
+    assert near == at_once[0]
+    nearest = near[ids[3]]  # nearest first, both sides (ties by id)
+    assert (set(nearest[:2]), set(nearest[2:])) == ({ids[2], ids[4]}, {ids[1], ids[5]})
+    assert set(near_rows) == set(at_once[1]) == {ids[1], ids[2], ids[4], ids[5], ids[7]}  # not ids[1]'s own (ids[0])

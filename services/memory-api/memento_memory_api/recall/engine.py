@@ -227,6 +227,12 @@ async def _by_text(
             narrow=query.narrow,
         )
         trace.get_current_span().set_attribute("memento.recall.vector_plan", strategy.name)
+    tuning = relevance.Tuning.of(ctx.settings, RRF_K)
+    hood = relevance.Neighbourhood()
+    if query.text and query.lexical and tuning.reads_neighbours and embedding is not None and not embedding.done():
+        # while the model computes: the lexical list's first candidates' neighbours (most of the final candidates)
+        early = [found.rows[i] for i in lexical_ids[: tuning.candidates] if i in found.rows]
+        await hood.add(conn, scope, agents, early, tuning.window, _filters(query))
     query_vector = query.vector if query.vector is not None else await embedding if embedding is not None else None
     if query_vector is not None and strategy is not None:
         hits = await vector.search(conn, strategy, query_vector)
@@ -240,7 +246,7 @@ async def _by_text(
         await vector.release(conn, strategy)
     if query.text and query.lexical:
         found.ranked.append(lexical_ids)
-        await _arrange(ctx, query, conn, agents, found, expanded)
+        await _arrange(ctx, query, conn, agents, found, expanded, tuning, hood)
     SEARCH_LATENCY.labels("hybrid" if query_vector is not None else "lexical").observe(time.perf_counter() - started)
 
 
@@ -250,23 +256,32 @@ def _with_expansion(text: str) -> str:
     return f"{text} {extra}" if extra else text
 
 
+def _filters(query: Query) -> dict[str, Any]:
+    return {"topic": query.topic, "type": query.type, "superseded": query.superseded, "tags": query.tags,
+            "narrow": query.narrow}  # fmt: skip
+
+
 async def _arrange(
-    ctx: ToolContext, query: Query, conn: Any, agents: list[str] | None, found: Found, expanded: str
+    ctx: ToolContext,
+    query: Query,
+    conn: Any,
+    agents: list[str] | None,
+    found: Found,
+    expanded: str,
+    tuning: relevance.Tuning,
+    hood: relevance.Neighbourhood,
 ) -> None:
-    """The relevance order of a search by text (recall.relevance): the first candidates' neighbours are read and join
-    the rows, the lists are fused beside the context list, then time and lifts apply."""
+    """The relevance order of a search by text (recall.relevance): the first candidates' neighbours (those `hood`
+    has not read yet are read now) join the rows, the lists are fused beside the context list, then time and lifts
+    apply."""
     assert query.text is not None
-    tuning = relevance.Tuning.of(ctx.settings, RRF_K)
     neighbours: dict[str, list[str]] = {}
     near_rows: dict[str, Any] = {}
     listed = set(found.rows)
     if tuning.reads_neighbours:
         first = [i for i, _ in found.fused()[: tuning.candidates]]
-        filters = {"topic": query.topic, "type": query.type, "superseded": query.superseded, "tags": query.tags,
-                   "narrow": query.narrow}  # fmt: skip
-        neighbours, near_rows = await relevance.read_neighbours(
-            conn, ctx.scope, agents, [found.rows[i] for i in first], tuning.window, filters
-        )
+        await hood.add(conn, ctx.scope, agents, [found.rows[i] for i in first], tuning.window, _filters(query))
+        neighbours, near_rows = hood.of(first)
         for i, row in near_rows.items():
             found.rows.setdefault(i, row)
             found.tiers.setdefault(i, "L3")

@@ -14,16 +14,18 @@ of what the conversation says around each candidate, then a boost for time and a
   when that is more than they have.
 
 Neighbours are an ordering (fragments.thread, seq; migration 0019), read per search by one indexed statement: writers
-store a conversation's turns in any order, and links per pair would be rewritten as turns arrive.
+store a conversation's turns in any order, and links per pair would be rewritten as turns arrive. A search reads the
+lexical list's first candidates' neighbours while the model embeds the question, and after the vector list only the
+candidates still unread (Neighbourhood).
 """
 
 from __future__ import annotations
 
 import math
 import re
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import lru_cache
 from typing import Any
@@ -167,15 +169,14 @@ def context_ranking(
     ids = list(dict.fromkeys([i for r in lists for i in r] + list(adjacent)))
     held = {i: row_words(rows[i]) & terms for i in ids}
     count = len(held)
-    frequency = {t: sum(1 for h in held.values() if t in h) for t in terms}
+    frequency = Counter(t for h in held.values() for t in h)
     weight = {t: max(math.log((count + 1) / (frequency[t] + 0.5)), WEIGHT_FLOOR) for t in terms}
     scores = {}
     for i in ids:
         own = held[i]
-        around = set().union(*(held[j] for j in adjacent.get(i, ()))) - own
-        score = sum(weight[t] for t in own) + share * sum(weight[t] for t in around)
-        if score > 0:
-            scores[i] = score
+        around = set().union(*(held[j] for j in adjacent[i])) - own if i in adjacent else ()
+        if own or around:
+            scores[i] = sum(weight[t] for t in own) + share * sum(weight[t] for t in around)
     last = len(prior or ())
     return sorted(scores, key=lambda i: (-scores[i], (prior or {}).get(i, last), i))
 
@@ -198,6 +199,36 @@ def _nearest(hit: str, rows: dict[str, Any], neighbours: dict[str, list[str]]) -
     before = [j for j in neighbours.get(hit, ()) if rows[j]["seq"] < seq or (rows[j]["seq"] == seq and j < hit)]
     after = [j for j in neighbours.get(hit, ()) if j not in before]
     return before[:1] + after[:1]
+
+
+@dataclass
+class Neighbourhood:
+    """The neighbours read so far, per candidate: a search reads some before its vector list is known and the rest
+    after, and orders by the final candidates' alone (`of`), as if they had all been read at once."""
+
+    read: set[str] = field(default_factory=set)  # candidates whose neighbours were read (some have none)
+    near: dict[str, list[str]] = field(default_factory=dict)
+    rows: dict[str, Any] = field(default_factory=dict)
+
+    async def add(
+        self,
+        conn: asyncpg.Connection,
+        scope: Scope,
+        agents: list[str] | None,
+        of: list[Any],
+        window: int,
+        filters: dict[str, Any],
+    ) -> None:
+        todo = [r for r in of if r["id"] not in self.read]
+        self.read.update(r["id"] for r in todo)
+        near, rows = await read_neighbours(conn, scope, agents, todo, window, filters)
+        self.near.update(near)
+        self.rows.update(rows)
+
+    def of(self, ids: Iterable[str]) -> tuple[dict[str, list[str]], dict[str, Any]]:
+        """(candidate -> its neighbours' ids, the neighbours' rows) for `ids` alone."""
+        near = {i: self.near[i] for i in ids if i in self.near}
+        return near, {j: self.rows[j] for ids_ in near.values() for j in ids_}
 
 
 _NEIGHBOURS = f"""
