@@ -50,11 +50,14 @@ def new_row(ctx: ToolContext, content: str, **fields: Any) -> dict[str, Any]:
 ANNOTATION = ("thread", "seq", "event_from", "event_to", "event_said", "expansion")
 
 
-def annotation_fields(content: str, source: str | None, session_id: str | None) -> dict[str, Any]:
-    """Its thread and place, the time it is about and the words searched beside it (issue 28; text.annotate).
-    Keyphrases stay out of the expansion: they are the content's own words, and counting them again cost BM25
-    recall on LoCoMo."""
-    noted = annotate(content, source=source, session_id=session_id, written_at=datetime.now(UTC), keyphrases=False)
+def annotation_fields(
+    content: str, source: str | None, session_id: str | None, written_at: datetime | None = None
+) -> dict[str, Any]:
+    """Its thread and place, the time it is about and the words searched beside it (issue 28; text.annotate), as of
+    `written_at` (default now). Keyphrases stay out of the expansion: they are the content's own words, and counting
+    them again cost BM25 recall on LoCoMo."""
+    written_at = written_at or datetime.now(UTC)
+    noted = annotate(content, source=source, session_id=session_id, written_at=written_at, keyphrases=False)
     return {
         "thread": noted.thread,
         "seq": noted.seq,

@@ -1,0 +1,70 @@
+"""`memento-admin annotate`: what a write records of a memory since migration 0019 (issue 28), given to the fragments
+stored before it (or bulk-loaded without it): the thread and place a source such as "D1:3" names, the time the text
+is about, resolved against the fragment's own creation time, and the words searched beside it (speaker, names, dates
+spelled out). Recall by text reads them for its context list, time boost and neighbour lift.
+
+A fragment written since 0019 always has `event_said` (the moment its text was said: its header's, else its write
+time), so the fragments without one are exactly those to annotate, and a second run finds none. The content, its
+embedding and keywords are not touched. Run once after upgrading; batches commit one by one, so the service keeps
+serving meanwhile and an interrupted run resumes where it stopped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import time
+
+from memento_memory_api.tools.fragments import annotation_fields
+from memento_shared.db.pool import create_pool
+from memento_shared.db.rls import set_system
+from memento_shared.settings import cli_settings
+
+FIELDS = ("thread", "seq", "event_from", "event_to", "event_said", "expansion")
+
+_UNANNOTATED = """
+SELECT id, content, source, created_at FROM agent_memory.fragments
+WHERE event_said IS NULL AND id > $1 ORDER BY id LIMIT $2
+"""
+# thread and seq only where the row has none: a row placed by its MCP session keeps that place
+_UPDATE = """
+UPDATE agent_memory.fragments f
+SET thread = coalesce(f.thread, u.thread), seq = CASE WHEN f.thread IS NULL THEN u.seq ELSE f.seq END,
+    event_from = u.event_from, event_to = u.event_to, event_said = u.event_said, expansion = u.expansion
+FROM unnest($1::text[], $2::text[], $3::bigint[], $4::timestamptz[], $5::timestamptz[], $6::timestamptz[], $7::text[])
+    AS u(id, thread, seq, event_from, event_to, event_said, expansion)
+WHERE f.id = u.id AND f.event_said IS NULL
+"""
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "annotate", help="give fragments stored before migration 0019 their thread, time and expansion"
+    )
+    parser.add_argument("--batch", type=int, default=1000, help="fragments per transaction (default 1000)")
+    parser.set_defaults(handler=lambda args: asyncio.run(annotate_all(args.batch)))
+
+
+async def annotate_all(batch: int) -> int:
+    if batch < 1:
+        sys.stderr.write("memento-admin annotate: --batch must be at least 1\n")
+        return 2
+    started = time.monotonic()
+    pool = await create_pool(cli_settings(), "admin", max_size=1)
+    after, done = "", 0
+    try:
+        while True:
+            async with pool.acquire() as conn, conn.transaction():
+                await set_system(conn)
+                rows = await conn.fetch(_UNANNOTATED, after, batch)
+                if not rows:
+                    break
+                noted = [annotation_fields(r["content"], r["source"], None, r["created_at"]) for r in rows]
+                columns = [[r["id"] for r in rows]] + [[n[f] for n in noted] for f in FIELDS]
+                done += int((await conn.execute(_UPDATE, *columns)).split()[-1])
+            after = rows[-1]["id"]
+    finally:
+        await pool.close()
+    sys.stdout.write(f"annotated {done} fragment(s) in {time.monotonic() - started:.1f} s\n")
+    return 0

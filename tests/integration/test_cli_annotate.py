@@ -1,0 +1,65 @@
+"""`memento-admin annotate` (issue 28): fragments stored before migration 0019 get what a write records today, from
+their own source and creation time; a fragment an MCP session placed keeps its place; a second run writes nothing,
+and neither run touches content or `updated_at` (the evaluator would score it again)."""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+
+from tests.integration.test_cli_support import memento, system_env
+
+SAID = "(1:56 pm on 8 May, 2023)"
+COLUMNS = "thread, seq, event_from, event_to, event_said, expansion, content, created_at, updated_at"
+
+
+async def remember(api, tenant: str, content: str, source: str) -> str:
+    body = await api.call(
+        "remember", {"content": content, "topic": "chat", "type": "fact", "source": source}, tenant=tenant
+    )
+    return body["result"]["id"]
+
+
+async def test_annotate_gives_old_fragments_their_place_time_and_names(memory_api, servers, owner_pool, tenant):
+    turn = await remember(memory_api, tenant, f"Caroline {SAID}: I went to the support group yesterday", "D9:4")
+    undated = await remember(memory_api, tenant, "Deploys freeze on Fridays after noon", "runbook")
+    placed = await remember(memory_api, tenant, "Melanie paints on Sundays", "notes")
+    written = {r["id"]: r for r in await owner_pool.fetch(
+        f"SELECT id, {COLUMNS} FROM agent_memory.fragments WHERE id = ANY($1)", [turn, undated, placed])}  # fmt: skip
+    # as a fragment stored before 0019 was: none of its columns; the third as an MCP session placed it since
+    await owner_pool.execute(
+        "UPDATE agent_memory.fragments SET thread = NULL, seq = NULL, event_from = NULL, event_to = NULL,"
+        " event_said = NULL, expansion = NULL WHERE id = ANY($1)",
+        [turn, undated, placed],
+    )
+    await owner_pool.execute("UPDATE agent_memory.fragments SET thread = 'session-1', seq = 7 WHERE id = $1", placed)
+    old = {r["id"]: r for r in await owner_pool.fetch(
+        f"SELECT id, {COLUMNS} FROM agent_memory.fragments WHERE id = ANY($1)", [turn, undated, placed])}  # fmt: skip
+
+    ran = await memento(system_env(servers), "admin", "annotate", "--batch", "2")
+    assert ran.code == 0, ran.err
+    assert re.fullmatch(r"annotated \d+ fragment\(s\) in [\d.]+ s\n", ran.out)
+    now = {r["id"]: r for r in await owner_pool.fetch(
+        f"SELECT id, {COLUMNS} FROM agent_memory.fragments WHERE id = ANY($1)", [turn, undated, placed])}  # fmt: skip
+
+    assert (now[turn]["thread"], now[turn]["seq"]) == ("D9", 4)  # from its source, as a write places it
+    assert now[turn]["event_said"] == datetime(2023, 5, 8, 13, 56, tzinfo=UTC)  # its header's moment
+    assert (now[turn]["event_from"], now[turn]["event_to"]) == (written[turn]["event_from"], written[turn]["event_to"])
+    assert now[turn]["expansion"] == written[turn]["expansion"] and "caroline" in now[turn]["expansion"].split()
+    assert now[undated]["thread"] is None  # "runbook" names no place
+    assert now[undated]["event_said"] == now[undated]["created_at"]  # no header: said when it was stored
+    assert (now[placed]["thread"], now[placed]["seq"]) == ("session-1", 7)  # its session's place stays
+    assert now[placed]["expansion"] == written[placed]["expansion"] == "sundays"
+    for i in (turn, undated, placed):
+        assert (now[i]["content"], now[i]["updated_at"]) == (old[i]["content"], old[i]["updated_at"])
+
+    again = await memento(system_env(servers), "admin", "annotate")
+    assert again.code == 0, again.err
+    after = {r["id"]: r for r in await owner_pool.fetch(
+        f"SELECT id, {COLUMNS} FROM agent_memory.fragments WHERE id = ANY($1)", [turn, undated, placed])}  # fmt: skip
+    assert after == now
+
+
+async def test_annotate_refuses_a_batch_below_one(servers):
+    ran = await memento(system_env(servers), "admin", "annotate", "--batch", "0")
+    assert ran.code == 2 and "--batch" in ran.err
