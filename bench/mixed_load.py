@@ -4,6 +4,10 @@ Calls at a fixed rate, spread over a few virtual clients: seed 000's `remember`,
 and by text), and seed 002's `store_memory` and `search_memories` (the `?profile=all` tool list). A client whose
 call fails in transport (its gateway gone, or answering 5xx) moves to the next gateway for its next call.
 
+With `keep` set (the soak), the store stays that size: a write that would create a fragment while the load's own
+live fragments already number `keep` forgets the oldest of them instead (`forget`), so the data the services hold
+does not grow while the load runs.
+
 A write counts as acknowledged only when its answer said success; then its id and the SHA-256 of what it wrote are
 recorded (`Write`). A write that failed is not retried: it may have committed before the failure, so it is counted
 as unacknowledged and may be present at most once. An amend that failed leaves its fragment's content either the old
@@ -43,6 +47,7 @@ MIX = (
     ("search_memories", 13),
 )
 WRITES = ("remember", "store_memory", "amend")
+CREATES = ("remember", "store_memory")
 CALL_TIMEOUT_S = 20.0  # one call, whatever happens under it (a killed server must not hang the client)
 CONNECT_TIMEOUT_S = 10.0
 _CODE = re.compile(r'"code"\s*:\s*"([A-Z_]+)"')
@@ -79,14 +84,27 @@ class LoadState:
     calls: list[Call] = field(default_factory=list)
     # writes sent but not acknowledged: SHA-256 of what they wrote -> the error their caller saw
     unacknowledged: dict[str, str] = field(default_factory=dict)
+    forgotten: int = 0  # acknowledged writes the load itself forgot since (`keep`): no longer in `writes`
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
 class MixedLoad:
     def __init__(
-        self, urls: list[str], key: str, workspace: str, rate: float, clients: int = 4, seed: int = 31
+        self,
+        urls: list[str],
+        key: str,
+        workspace: str,
+        rate: float,
+        clients: int = 4,
+        seed: int = 31,
+        *,
+        mix: tuple[tuple[str, int], ...] = MIX,
+        keep: int | None = None,
+        state: LoadState | None = None,
     ) -> None:
         self.urls = urls
+        self.mix = mix
+        self.keep = keep
         self.key = key
         self.workspace = workspace
         self.rate = rate
@@ -96,7 +114,7 @@ class MixedLoad:
         self.keywords = keyword_pool()
         self.queries = queries(5000, seed=seed)
         self.counter = 0
-        self.state = LoadState()
+        self.state = state or LoadState()
         self._next_at: dict[int, float] = {}
         self._stop = asyncio.Event()
 
@@ -119,6 +137,19 @@ class MixedLoad:
                 target.settled = False
         return target
 
+    def _forget_target(self) -> Write | None:
+        """The oldest settled fragment, when the load's live fragments number `keep` or more (marked unsettled: a
+        forget that goes unanswered leaves it either there or gone, and it is not touched again)."""
+        if self.keep is None:
+            return None
+        with self.state.lock:
+            if len(self.state.writes) < self.keep:
+                return None
+            target = next((w for w in self.state.writes.values() if w.settled), None)
+            if target is not None:
+                target.settled = False
+        return target
+
     # ---- calls ----
 
     async def _one(self, client: Client, op: str, gateway: int) -> None:
@@ -126,7 +157,9 @@ class MixedLoad:
         n = self.counter
         target: Write | None = None
         content = None
-        if op == "remember":
+        if op in CREATES and (target := self._forget_target()) is not None:
+            op, tool, args = "forget", "forget", {"id": target.id, "force": True}
+        elif op == "remember":
             content = self._content(n)
             tool, args = "remember", {"content": content, "topic": self.rng.choice(TOPICS), "type": "fact"}
         elif op == "store_memory":
@@ -172,6 +205,9 @@ class MixedLoad:
             self.state.calls.append(Call(op, started, time.monotonic() - started, gateway, error))
             if op in WRITES:
                 self._record_write(op, content, target, body, error)
+            elif op == "forget" and error is None:
+                del self.state.writes[target.id]
+                self.state.forgotten += 1
 
     def _record_write(self, op: str, content: str, target: Write | None, body: dict, error: str | None) -> None:
         if op == "amend":
@@ -210,7 +246,7 @@ class MixedLoad:
     async def _session(self, index: int, gateway: int) -> None:
         """Calls on one gateway at this client's share of the rate, until stopped or a call fails in transport."""
         period = self.clients / self.rate
-        ops, weights = zip(*MIX, strict=True)
+        ops, weights = zip(*self.mix, strict=True)
         headers = {"Authorization": f"Bearer {self.key}", "X-Memento-Workspace": self.workspace}
         transport = streamable_http_client(
             self.urls[gateway] + "?profile=all", http_client=create_mcp_http_client(headers=headers)
