@@ -8,16 +8,9 @@ import re
 from datetime import UTC, datetime
 
 from tests.integration.test_cli_support import memento, system_env
+from tests.integration.test_recall_relevance import SAID, remember
 
-SAID = "(1:56 pm on 8 May, 2023)"
 COLUMNS = "thread, seq, event_from, event_to, event_said, expansion, content, created_at, updated_at"
-
-
-async def remember(api, tenant: str, content: str, source: str) -> str:
-    body = await api.call(
-        "remember", {"content": content, "topic": "chat", "type": "fact", "source": source}, tenant=tenant
-    )
-    return body["result"]["id"]
 
 
 async def test_annotate_gives_old_fragments_their_place_time_and_names(memory_api, servers, owner_pool, tenant):
