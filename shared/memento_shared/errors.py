@@ -51,6 +51,15 @@ def unavailable(message: str) -> MementoError:
     return MementoError(ErrorCode.STORAGE_ERROR, message, retryable=True)
 
 
+def outcome_unknown() -> MementoError:
+    """The database connection broke while COMMIT was under way (db.rls.CommitOutcomeUnknown): never "nothing was
+    changed", since it may have been."""
+    return unavailable(
+        "the connection to the database was lost while committing; the change may have been applied: check before"
+        " repeating it"
+    )
+
+
 def not_found(what: str) -> MementoError:
     # One answer for unknown and invisible ids: existence must not leak across agents or tenants.
     return MementoError(ErrorCode.MEMORY_NOT_FOUND, f"{what} not found")

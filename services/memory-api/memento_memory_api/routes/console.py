@@ -15,7 +15,7 @@ from fastapi.responses import JSONResponse
 from memento_memory_api.console import actions, queries
 from memento_memory_api.routes.tools import resolve_scope, tool_context
 from memento_shared.db.rls import CommitOutcomeUnknown
-from memento_shared.errors import ErrorCode, MementoError, unavailable
+from memento_shared.errors import ErrorCode, MementoError, outcome_unknown, unavailable
 from memento_shared.jsonio import JSONBody
 from memento_shared.principal import HEADER, Principal, PrincipalError, decode_principal
 
@@ -49,8 +49,7 @@ def _failure(exc: Exception) -> JSONResponse:
         return JSONResponse(exc.to_body(), STATUS.get(exc.code, 503 if exc.retryable else 500))
     log.error("console.failed", extra={"error_type": type(exc).__name__})
     if isinstance(exc, CommitOutcomeUnknown):
-        message = "the connection to the database was lost while committing; the change may have been applied"
-        return JSONResponse(unavailable(message).to_body(), 503)
+        return JSONResponse(outcome_unknown().to_body(), 503)
     if isinstance(exc, asyncpg.PostgresError | asyncpg.InterfaceError | OSError | TimeoutError):
         return JSONResponse(unavailable("the database is unavailable; nothing was changed").to_body(), 503)
     return JSONResponse(MementoError(ErrorCode.STORAGE_ERROR, "internal error; nothing was changed").to_body(), 500)

@@ -19,7 +19,7 @@ from memento_memory_api.tools.registry import HANDLERS, Answer
 from memento_memory_api.uow import Scope
 from memento_shared import progress
 from memento_shared.db.rls import CommitOutcomeUnknown
-from memento_shared.errors import ErrorCode, MementoError, unavailable
+from memento_shared.errors import ErrorCode, MementoError, outcome_unknown, unavailable
 from memento_shared.jsonio import JSONBody
 from memento_shared.principal import HEADER, Principal, PrincipalError, decode_principal
 from memento_shared.telemetry.metrics import TOOL_CALLS, TOOL_LATENCY
@@ -113,8 +113,7 @@ async def call_tool(name: str, request: Request) -> JSONResponse:
         except CommitOutcomeUnknown:
             status = ErrorCode.STORAGE_ERROR.value
             log.error("tool.commit_outcome_unknown", extra={"tool": name})
-            message = "the connection to the database was lost while committing; the change may have been applied"
-            payload = unavailable(f"{message}: check before repeating it").to_body()
+            payload = outcome_unknown().to_body()
         except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, TimeoutError) as exc:
             status = ErrorCode.STORAGE_ERROR.value
             log.error("tool.storage_error", extra={"tool": name, "error_type": type(exc).__name__})
