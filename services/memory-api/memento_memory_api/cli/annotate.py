@@ -16,12 +16,10 @@ import asyncio
 import sys
 import time
 
-from memento_memory_api.tools.fragments import annotation_fields
+from memento_memory_api.tools.fragments import ANNOTATION, annotation_fields
 from memento_shared.db.pool import create_pool
 from memento_shared.db.rls import set_system
 from memento_shared.settings import cli_settings
-
-FIELDS = ("thread", "seq", "event_from", "event_to", "event_said", "expansion")
 
 _UNANNOTATED = """
 SELECT id, content, source, created_at FROM agent_memory.fragments
@@ -61,7 +59,7 @@ async def annotate_all(batch: int) -> int:
                 if not rows:
                     break
                 noted = [annotation_fields(r["content"], r["source"], None, r["created_at"]) for r in rows]
-                columns = [[r["id"] for r in rows]] + [[n[f] for n in noted] for f in FIELDS]
+                columns = [[r["id"] for r in rows]] + [[n[f] for n in noted] for f in ANNOTATION]
                 done += int((await conn.execute(_UPDATE, *columns)).split()[-1])
             after = rows[-1]["id"]
     finally:

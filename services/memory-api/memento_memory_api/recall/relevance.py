@@ -178,8 +178,8 @@ def context_ranking(
         around = set().union(*(held[j] for j in adjacent[i])) - own if i in adjacent else ()
         if own or around:
             scores[i] = sum(weight[t] for t in own) + share * sum(weight[t] for t in around)
-    last = len(prior or ())
-    return sorted(scores, key=lambda i: (-scores[i], (prior or {}).get(i, last), i))
+    prior = prior or {}
+    return sorted(scores, key=lambda i: (-scores[i], prior.get(i, len(prior)), i))
 
 
 def _timely(row: Any, want: Wanted) -> bool:
