@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import platform
 import sys
@@ -26,7 +25,7 @@ from pathlib import Path
 
 from bench.cluster import COMPONENTS, Cluster
 from bench.mixed_load import Call, LoadThread, MixedLoad, verify
-from bench.report import RESULTS
+from bench.report import save
 
 WORKSPACE = "chaos"
 
@@ -201,11 +200,7 @@ def main() -> None:
         **results,
     }
     print_table(results)
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    path = RESULTS / f"chaos-{time.strftime('%Y%m%d-%H%M%S')}.json"
-    results["file"] = path.name
-    path.write_text(json.dumps(results, indent=2) + "\n")
-    print(f"\nchaos: results written to {path.relative_to(RESULTS.parents[1])}")
+    save(results, "chaos")
     sys.exit(0 if results["checks"]["pass"] else 1)
 
 

@@ -50,7 +50,7 @@ import numpy as np
 
 from bench.load import load
 from bench.locomo import DATA, OFF, Tools, git_state, store, turns, wait_embedded
-from bench.report import RESULTS, percentiles
+from bench.report import percentiles, save
 from bench.run import System
 from memento_memory_api.app import create_app
 from memento_shared.internal_http import InternalClient
@@ -402,10 +402,7 @@ def main() -> None:
     args.url, args.key = None, None  # System: always a started one (the apps need the store's URLs and secret)
     results = asyncio.run(main_async(args))
     print("\n" + table(results))
-    name = f"relevance-latency-{time.strftime('%Y%m%d-%H%M%S')}.json"
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / name).write_text(json.dumps(results, indent=2, default=str) + "\n")
-    print(f"\nbench: results written to bench/results/{name}")
+    save(results, "relevance-latency")
     ok = all(v["same_ids_as_gateway"] == v["questions"] for k, v in results["sanity"].items() if k in APPS)
     if not ok or results["sanity"]["rows_with_thread"] == 0:
         raise SystemExit("bench: a sanity check failed (see above): the figures may not measure what they claim")

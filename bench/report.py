@@ -141,12 +141,18 @@ def replace_readme_block(name: str, markdown_text: str) -> bool:
     return True
 
 
-def write_results(results: dict, update_readme: bool) -> Path:
+def save(results: dict, prefix: str) -> Path:
+    """`results` as bench/results/<prefix>-<timestamp>.json (its name also in results["file"]), said on stdout."""
     RESULTS.mkdir(parents=True, exist_ok=True)
-    name = f"latency-{results['n']}-{time.strftime('%Y%m%d-%H%M%S')}.json"
-    results["file"] = name
-    path = RESULTS / name
-    path.write_text(json.dumps(results, indent=2) + "\n")
+    path = RESULTS / f"{prefix}-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    results["file"] = path.name
+    path.write_text(json.dumps(results, indent=2, default=str) + "\n")
+    print(f"\nbench: results written to {path.relative_to(ROOT)}")
+    return path
+
+
+def write_results(results: dict, update_readme: bool) -> Path:
+    path = save(results, f"latency-{results['n']}")
     if update_readme:  # one README table per store size (10k and 1M); other sizes only write their JSON
         replace_readme_block(f"latency-{results['n']}", markdown(results))
     return path

@@ -440,8 +440,7 @@ def main() -> None:
     args = parser.parse_args()
     results = asyncio.run(main_async(args))
     print_table(results)
-    path = write_results(results, update_readme=not args.no_readme and not args.url)
-    print(f"\nbench: results written to {path.relative_to(ROOT)}")
+    write_results(results, update_readme=not args.no_readme and not args.url)
 
 
 if __name__ == "__main__":

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import platform
 import sys
@@ -33,7 +32,7 @@ from pathlib import Path
 
 from bench.cluster import COMPONENTS, Cluster
 from bench.mixed_load import LoadState, LoadThread, MixedLoad
-from bench.report import RESULTS, percentiles
+from bench.report import percentiles, save
 
 WORKSPACE = "soak"
 GROWTH_LIMIT = 0.05
@@ -279,11 +278,7 @@ def main() -> None:
         parser.error("--minutes must be at least 2 and --rate positive")
     results = run(args)
     print_table(results)
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    path = RESULTS / f"soak-{time.strftime('%Y%m%d-%H%M%S')}.json"
-    results["file"] = path.name
-    path.write_text(json.dumps(results, indent=2) + "\n")
-    print(f"\nsoak: results written to {path.relative_to(RESULTS.parents[1])}")
+    save(results, "soak")
 
 
 if __name__ == "__main__":
