@@ -4,6 +4,7 @@ names a time. No embedder answers here, so recall by text is lexical: the steps 
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 
 import asyncpg
@@ -92,3 +93,39 @@ async def test_neighbours_read_in_two_steps_are_those_read_at_once(memory_api, t
     nearest = near[ids[3]]  # nearest first, both sides (ties by id)
     assert (set(nearest[:2]), set(nearest[2:])) == ({ids[2], ids[4]}, {ids[1], ids[5]})
     assert set(near_rows) == set(at_once[1]) == {ids[1], ids[2], ids[4], ids[5], ids[7]}  # not ids[1]'s own (ids[0])
+
+
+async def test_neighbours_pass_the_searchs_own_filters(memory_api, tenant, servers, owner_pool):
+    # the statement is written per set of filters given (neighbours_sql): each one must still hold for neighbours
+    ids = [await remember(memory_api, tenant, f"Caroline {SAID}: turn {n} of the porch", f"D9:{n}") for n in range(9)]
+    await owner_pool.execute("UPDATE agent_memory.fragments SET importance = 0.5 WHERE id = ANY($1)", ids)
+    for n, change in {
+        1: "importance = 0.95",
+        2: "agent_id = 'someone-else'",
+        3: "topic = 'other'",
+        5: f"superseded_by = '{ids[8]}'",
+        6: "type = 'decision'",
+        7: "keywords = keywords || '{trellis}'",
+    }.items():
+        await owner_pool.execute(f"UPDATE agent_memory.fragments SET {change} WHERE id = $1", ids[n])
+    scope = Scope(tenant, "default", "default", access="admin")
+    conn = await asyncpg.connect(servers.owner_url)
+    await conn.set_type_codec("jsonb", encoder=json.dumps, decoder=json.loads, schema="pg_catalog")  # as pools do
+    try:
+        async with transaction_as(conn, tenant_id=tenant, workspace="default", agent_id="default", access="admin"):
+            middle = (await repo.fetch_by_ids(conn, [ids[4]], None, None))[0]
+
+            async def near(agents=None, **filters) -> set[int]:
+                found = (await relevance.read_neighbours(conn, scope, agents, [middle], 2, filters))[0]
+                return {ids.index(i) for i in found.get(ids[4], [])}
+
+            assert await near() == {2, 3, 6, 7}  # the superseded turn 5 is skipped: the next live one stands in
+            assert await near(superseded=True) == {2, 3, 5, 6}
+            assert await near(topic="chat") == {1, 2, 6, 7}
+            assert await near(type="fact") == {2, 3, 7, 8}
+            assert await near(agents=["default"]) == {1, 3, 6, 7}
+            assert await near(tags=["trellis"]) == {7}
+            assert await near(narrow={"min_importance": 0.9}) == {1}
+            assert await near(["default"], topic="chat", type="fact") == {0, 1, 7, 8}
+    finally:
+        await conn.close()
