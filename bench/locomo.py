@@ -55,6 +55,8 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from pgvector.asyncpg import register_vector
 from rank_bm25 import BM25Okapi
 
+from bench import ab
+from bench.ab import OFF
 from bench.report import RESULTS, ROOT, replace_readme_block
 from bench.run import System
 from memento_shared.text.keywords import extract_keywords
@@ -194,7 +196,6 @@ def gathered(name: str) -> Callable[[Conversation, dict], list[dict]]:
 # recall.relevance's settings (issue 28), each asked over the same stored turns by restarting the system with them.
 # "shipped" is the defaults; the others turn one step off (the ablation) or try another value (what the folds choose
 # among, TUNING). Nothing here is tuned on a held-out conversation: `tuned_recall` picks on the training folds only.
-OFF = {"RECALL_CONTEXT_WEIGHT": "0", "RECALL_LIFT": "0", "RECALL_TIME_BOOST": "0"}
 # the first settings this order shipped with (a12c1a7); every variant but "shipped" is them with the change it names,
 # so a variant means the same whatever the defaults are now
 FIRST = {"RECALL_CONTEXT_WEIGHT": "1", "RECALL_LIFT": "0.7", "RECALL_TIME_BOOST": "0.3"}
@@ -513,7 +514,28 @@ async def gather(args: argparse.Namespace) -> tuple[list[Conversation], dict]:
         system.stop()
     await ask_variants(args, data, conversations, stores, [v for v in args.variants if v != "shipped"])
     timings["latency"] = latency_summary()
+    if args.latency_rounds:
+        timings["latency_ab"] = await latency_ab(args, data)
     return conversations, timings
+
+
+async def latency_ab(args: argparse.Namespace, data: list[dict]) -> dict:
+    """Recall by text with the shipped order against plain fusion, alternating on the stored turns (bench.ab): the
+    latency rows printed beside the quality figures. The gathering's own timings ran one setting after another."""
+    (Path(args.data_dir) / "run.json").unlink(missing_ok=True)
+    system = System(args)
+    system.start()
+    try:
+        asked = [
+            ("locomo-" + s["sample_id"], qa["question"])
+            for s in data
+            for qa in s["qa"]
+            if any(isinstance(e, str) for e in qa.get("evidence", []))
+        ]
+        async with ab.apps_on(system) as apps:
+            return await ab.alternate(apps, system, asked, args.latency_rounds, warmup=30)
+    finally:
+        system.stop()
 
 
 # --- scoring ---------------------------------------------------------------------------------------------------------
@@ -737,8 +759,19 @@ def markdown(results: dict, methods: list[Method], show_folds: bool) -> str:
             + " have no parameters (`tune` returns {}), so their fold is their score on that conversation and their "
             "held-out mean equals their per-conversation mean.",
         ]
+    measured = results.get("timings", {}).get("latency_ab")
     latency = results.get("timings", {}).get("latency", {})
-    if latency:
+    if measured:
+        lines += [
+            "",
+            f"Recall by text on these stored turns, the shipped order against plain fusion (every step of issue 28's "
+            f"order off), measured alternating after the gathering (bench.ab: {measured['questions']} questions x "
+            f"{measured['rounds']}, A B B A per question, memory-api in-process, query-embedding cache emptied before "
+            "each call):",
+            "",
+            *ab.describe(measured),
+        ]
+    elif latency:
         lines += [
             "",
             "Latency while gathering (one client through the gateway, p50 / p95 ms; the settings ran one after "
@@ -777,6 +810,9 @@ def main() -> None:
         "--variants", default=",".join(VARIANTS), help=f"relevance settings to ask (default all: {','.join(VARIANTS)})"
     )
     parser.add_argument("--from-gathered", type=Path, help="score a saved gathering again (no system)")
+    parser.add_argument(
+        "--latency-rounds", type=int, default=1, help="rounds of the alternating latency comparison (0: none)"
+    )
     args = parser.parse_args()
     args.variants = [v for v in args.variants.split(",") if v]
     unknown = set(args.variants) - set(VARIANTS)
