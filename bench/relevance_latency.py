@@ -16,7 +16,11 @@ settings (the system restarted with plain's environment at the end for plain's),
 
 With `--bulk N`, each conversation's workspace first gets N fragments bulk-loaded beside it (bench.load: COPY, in
 threads of 40 as sessions write them; most of an hour for a million, reused from a kept data dir): the searches and
-the neighbour reads then run over a store of that size.
+the neighbour reads then run over a store of that size. With `--corpus-queries N`, N of bench.corpus's questions per
+workspace (the bulk fragments' own vocabulary, as `bench.run` asks them; their full-text side is the heavy one) are
+compared the same way after the LoCoMo questions.
+
+    python -m bench.relevance_latency --conversations 1 --bulk 1000000 --corpus-queries 100 --data-dir DIR
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ from pathlib import Path
 import asyncpg
 
 from bench.ab import APPS, ARGUMENTS, OFF, App, alternate, apps_on, describe, settings_for
+from bench.corpus import queries as corpus_queries
 from bench.load import load
 from bench.locomo import DATA, Tools, git_state, store, turns, wait_embedded
 from bench.report import save
@@ -158,6 +163,10 @@ async def main_async(args: argparse.Namespace) -> dict:
         async with apps_on(system) as apps:
             first = {name: await app.ids(sample_questions) for name, app in apps.items()}
             measured = await alternate(apps, system, asked, args.rounds, args.warmup)
+            by_corpus = None
+            if args.corpus_queries:  # the bulk corpus's own vocabulary: what bench.run asks at a million
+                worded = [(w, q) for w in stored for q in corpus_queries(args.corpus_queries, tag="rl-")]
+                by_corpus = await alternate(apps, system, worded, args.rounds, warmup=10)
             # the gateway and the app asked at the same moment: one question's answer changed between the start and
             # the end of a trial run on a settled store (no row's updated_at moved), so moments are not compared
             expected["shipped"] = await gateway_ids(system, sample_questions)
@@ -184,6 +193,7 @@ async def main_async(args: argparse.Namespace) -> dict:
         "conversations": [s["sample_id"] for s in data],
         "store": stored,
         **measured,
+        "corpus_queries": by_corpus,
         "sanity": {
             **sanity,
             "sample_questions_where_shipped_and_plain_differ": differ,
@@ -206,6 +216,15 @@ def table(results: dict) -> str:
         "",
         *describe(results),
     ]
+    if results.get("corpus_queries"):
+        c = results["corpus_queries"]
+        lines += [
+            "",
+            f"bench.corpus's questions (the bulk fragments' own vocabulary, as bench.run asks them): "
+            f"{c['questions']} x {c['rounds']} rounds, {c['calls_per_app']} calls per app",
+            "",
+            *describe(c),
+        ]
     s = results["sanity"]
     for name in ("shipped", "plain"):
         if name in s:
@@ -228,6 +247,9 @@ def main() -> None:
     parser.add_argument("--sanity", type=int, default=3, help="questions per conversation checked against the gateway")
     parser.add_argument("--no-plain-check", action="store_true", help="skip the restart that checks plain's ids")
     parser.add_argument("--bulk", type=int, default=0, help="fragments bulk-loaded beside each conversation first")
+    parser.add_argument(
+        "--corpus-queries", type=int, default=0, help="also N of bench.corpus's questions per workspace, alternating"
+    )
     parser.add_argument("--data", type=Path, default=DATA, help="LoCoMo JSON (default ../shared/data/locomo-dev.json)")
     parser.add_argument("--data-dir", help="data dir for the system (default a fresh temporary one; reused if given)")
     parser.add_argument("--port", type=int, default=56447, help="gateway port of the started system")
