@@ -331,14 +331,18 @@ async def touch(conn: asyncpg.Connection, counts: dict[str, int], half_life_days
 
     The row is rewritten for the count anyway, so the score costs nothing here; consolidation's stage 8 then has
     only the weekly recency steps of fragments nobody recalled left to rewrite (same SQL function, so the two
-    agree). Anchors keep theirs, as in stage 8."""
+    agree). Anchors keep theirs, as in stage 8.
+
+    The rows are locked in id order: two replicas flushing the same rows in their recall orders deadlocked, and
+    Postgres aborted one flush with its counts."""
+    ids = sorted(counts)
     await conn.execute(
         "UPDATE agent_memory.fragments f SET access_count = f.access_count + c.n, accessed_at = now(),"
         " utility_score = CASE WHEN f.is_anchor THEN f.utility_score ELSE agent_memory.utility_score("
         "f.quality_score, f.importance, f.access_count + c.n, now(), $3) END"
         " FROM unnest($1::text[], $2::int[]) AS c(id, n) WHERE f.id = c.id",
-        list(counts),
-        list(counts.values()),
+        ids,
+        [counts[i] for i in ids],
         half_life_days,
     )
 
