@@ -379,13 +379,16 @@ async def read_back(owner_url: str, workspace: str, items: list[dict], by_fragme
     return profile, order, texts, vectors, {"stored": len(order), "content_changed_by_store": changed}
 
 
+def with_evidence(sample: dict) -> list[dict]:
+    """The questions that are asked and scored: those whose evidence names dialogue turns (dia ids)."""
+    return [qa for qa in sample["qa"] if any(isinstance(e, str) for e in qa.get("evidence", []))]
+
+
 async def ask(system: System, sample: dict, workspace: str, by_fragment: dict[str, str], profile: str) -> list:
     questions = []
     async with Tools(system, workspace) as tools, httpx.AsyncClient(base_url=system.service_url("embedder")) as emb:
-        for qa in sample["qa"]:
-            evidence = [e for e in qa.get("evidence", []) if isinstance(e, str)]
-            if not evidence:
-                continue
+        for qa in with_evidence(sample):
+            evidence = [e for e in qa["evidence"] if isinstance(e, str)]
             text = qa["question"]
             rankings: dict[str, list[str]] = {}
             started = time.perf_counter()
@@ -414,14 +417,11 @@ async def ask_text(
     """`recall {text}` for every question with evidence, in `ask`'s order: one ranking (dia ids) each."""
     out = []
     async with Tools(system, workspace) as tools:
-        for qa in sample["qa"]:
-            if any(isinstance(e, str) for e in qa.get("evidence", [])):
-                started = time.perf_counter()
-                found = await tools.call(
-                    "recall", {"text": qa["question"], "includeLinks": False, "tokenBudget": 100000}
-                )
-                LATENCY[variant].append(time.perf_counter() - started)
-                out.append([by_fragment.get(f["id"], "") for f in found["fragments"]])
+        for qa in with_evidence(sample):
+            started = time.perf_counter()
+            found = await tools.call("recall", {"text": qa["question"], "includeLinks": False, "tokenBudget": 100000})
+            LATENCY[variant].append(time.perf_counter() - started)
+            out.append([by_fragment.get(f["id"], "") for f in found["fragments"]])
     return out
 
 
@@ -526,12 +526,7 @@ async def latency_ab(args: argparse.Namespace, data: list[dict]) -> dict:
     system = System(args)
     system.start()
     try:
-        asked = [
-            ("locomo-" + s["sample_id"], qa["question"])
-            for s in data
-            for qa in s["qa"]
-            if any(isinstance(e, str) for e in qa.get("evidence", []))
-        ]
+        asked = [("locomo-" + s["sample_id"], qa["question"]) for s in data for qa in with_evidence(s)]
         async with ab.apps_on(system) as apps:
             return await ab.alternate(apps, system, asked, args.latency_rounds, warmup=30)
     finally:

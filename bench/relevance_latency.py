@@ -41,14 +41,14 @@ import asyncpg
 from bench.ab import APPS, ARGUMENTS, OFF, App, alternate, apps_on, describe, settings_for
 from bench.corpus import queries as corpus_queries
 from bench.load import load
-from bench.locomo import DATA, Tools, git_state, store, turns, wait_embedded
+from bench.locomo import DATA, Tools, git_state, store, turns, wait_embedded, with_evidence
 from bench.report import save
 from bench.run import System
 
 
 def questions(sample: dict) -> list[str]:
     """The questions bench.locomo asks: those with string evidence."""
-    return [qa["question"] for qa in sample["qa"] if any(isinstance(e, str) for e in qa.get("evidence", []))]
+    return [qa["question"] for qa in with_evidence(sample)]
 
 
 async def counts(owner_url: str, workspace: str) -> tuple[int, int]:
