@@ -8,6 +8,7 @@ stands at a known cosine from the query. The query is embedded by a loopback ser
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 
@@ -34,19 +35,21 @@ def at_cosine(cosine: float) -> np.ndarray:
     return (cosine * Q + np.sqrt(1 - cosine**2) * u).astype(np.float32)
 
 
-def embedder() -> Loopback:
-    """POST /v1/embeddings as the embedder answers memory-api: the query's vector, in the profile asked for."""
+def embedder(delay_s: float = 0.0) -> Loopback:
+    """POST /v1/embeddings as the embedder answers memory-api: the query's vector, in the profile asked for (after
+    `delay_s`, as a model takes its time)."""
 
     async def answer(_request, body: dict) -> dict:
         assert body["input"] == [QUERY] and body["input_type"] == "query"
+        await asyncio.sleep(delay_s)
         return {"data": [{"index": 0, "embedding": Q.tolist()}], "profile": body["profile"]}
 
     return Loopback([("/v1/embeddings", answer)], lambda status: {"error": {"message": f"loopback {status}"}})
 
 
 @contextlib.asynccontextmanager
-async def memory_api_with(servers, **env: str) -> AsyncIterator[MemoryApi]:
-    with embedder() as loopback:
+async def memory_api_with(servers, delay_s: float = 0.0, **env: str) -> AsyncIterator[MemoryApi]:
+    with embedder(delay_s) as loopback:
         async with memory_api_on(servers.settings(EMBEDDER_URL=loopback.url, **env)) as api:
             yield api
 
@@ -67,11 +70,12 @@ class Store:
     def __init__(self, api: MemoryApi, owner_pool, tenant: str) -> None:
         self.api, self.owner_pool, self.tenant = api, owner_pool, tenant
 
-    async def remember(self, content: str, topic: str, ftype: str = "fact", cosine: float | None = None) -> str:
+    async def remember(
+        self, content: str, topic: str, ftype: str = "fact", cosine: float | None = None, source: str | None = None
+    ) -> str:
         """Store through the tool; with `cosine`, also its vector at that cosine from the query's."""
-        answer = await self.api.call(
-            "remember", {"content": content, "topic": topic, "type": ftype}, tenant=self.tenant
-        )
+        arguments = {"content": content, "topic": topic, "type": ftype} | ({"source": source} if source else {})
+        answer = await self.api.call("remember", arguments, tenant=self.tenant)
         frag_id = answer["result"]["id"]
         if cosine is not None:
             async with self.owner_pool.acquire() as conn:

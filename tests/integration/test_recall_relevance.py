@@ -14,6 +14,8 @@ from memento_memory_api.repositories import fragments as repo
 from memento_memory_api.uow import Scope
 from memento_shared.db.rls import transaction_as
 from tests.fixtures.apps import memory_api_on
+from tests.integration.test_recall_filters import QUERY as QUERY_WORDS
+from tests.integration.test_recall_filters import Store, memory_api_with
 
 SAID = "(1:56 pm on 8 May, 2023)"
 QUESTION = "When did Caroline join the support group at the community centre?"
@@ -73,26 +75,42 @@ async def test_a_when_question_prefers_the_memory_that_names_a_time(settings, te
         assert (await recall(api, tenant, QUESTION))[0] == undated
 
 
-async def test_neighbours_read_in_two_steps_are_those_read_at_once(memory_api, tenant, servers):
-    # a search reads the lexical candidates' neighbours while the model embeds, the rest after the vector list
+async def test_neighbours_are_read_nearest_first_on_both_sides(memory_api, tenant, servers):
     ids = [await remember(memory_api, tenant, f"Caroline {SAID}: turn {n} of the garden", f"D7:{n}") for n in range(8)]
     scope = Scope(tenant, "default", "default")
     conn = await asyncpg.connect(servers.owner_url)
     try:
         async with transaction_as(conn, tenant_id=tenant, workspace="default", agent_id="default"):
             rows = {r["id"]: r for r in await repo.fetch_by_ids(conn, ids, None, None)}
-            hood = relevance.Neighbourhood()
-            await hood.add(conn, scope, None, [rows[ids[1]], rows[ids[6]]], 2, {})
-            await hood.add(conn, scope, None, [rows[ids[6]], rows[ids[3]]], 2, {})  # ids[6] is not read again
-            at_once = await relevance.read_neighbours(conn, scope, None, [rows[ids[6]], rows[ids[3]]], 2, {})
+            near, near_rows = await relevance.read_neighbours(conn, scope, None, [rows[ids[6]], rows[ids[3]]], 2, {})
     finally:
         await conn.close()
-    assert hood.read == {ids[1], ids[6], ids[3]}
-    near, near_rows = hood.of([ids[6], ids[3]])
-    assert near == at_once[0]
     nearest = near[ids[3]]  # nearest first, both sides (ties by id)
     assert (set(nearest[:2]), set(nearest[2:])) == ({ids[2], ids[4]}, {ids[1], ids[5]})
-    assert set(near_rows) == set(at_once[1]) == {ids[1], ids[2], ids[4], ids[5], ids[7]}  # not ids[1]'s own (ids[0])
+    assert near[ids[6]][:2] == [ids[5], ids[7]] or set(near[ids[6]][:2]) == {ids[5], ids[7]}
+    assert set(near[ids[6]]) == {ids[4], ids[5], ids[7]}  # the thread ends after ids[7]
+    assert set(near_rows) == {ids[1], ids[2], ids[4], ids[5], ids[7]}  # each row once
+
+
+async def test_a_question_asked_again_is_ordered_the_same(servers, owner_pool, tenant):
+    # neighbours are read for the lexical list's candidates while the model embeds; a candidate only the vector list
+    # found gets none (reading them would wait for the vector). The first asking waits for the model, the second
+    # finds the query's vector cached: it must still read the same neighbours, not those of every candidate
+    async with memory_api_with(servers, delay_s=0.3) as api:
+        store = Store(api, owner_pool, tenant)
+        by_words = await store.remember(
+            f"Caroline {SAID}: the {QUERY_WORDS} is back", "chat", cosine=0.5, source="D8:1"
+        )
+        its_reply = await store.remember(f"Melanie {SAID}: I will call the electrician", "chat", source="D8:2")
+        by_meaning = await store.remember(
+            f"Melanie {SAID}: did the hallway light break?", "chat", cosine=0.95, source="D9:1"
+        )
+        other_reply = await store.remember(f"Caroline {SAID}: yes, it needs a new bulb", "chat", source="D9:2")
+        first = [f["id"] for f in await store.recall()]
+        again = [f["id"] for f in await store.recall()]
+    assert first == again
+    assert {by_words, by_meaning, its_reply} <= set(first)  # the lexical hit's reply joins (context list, lift)
+    assert other_reply not in first
 
 
 async def test_neighbours_pass_the_searchs_own_filters(memory_api, tenant, servers, owner_pool):

@@ -31,6 +31,8 @@ from memento_shared.text import annotate
 log = logging.getLogger(__name__)
 CANDIDATES = 50
 RRF_K = 10
+# a search's neighbours as recall.relevance.read_neighbours reads them: candidate -> neighbour ids, neighbours' rows
+Near = tuple[dict[str, list[str]], dict[str, Any]]
 
 
 @dataclass(frozen=True)
@@ -228,11 +230,12 @@ async def _by_text(
         )
         trace.get_current_span().set_attribute("memento.recall.vector_plan", strategy.name)
     tuning = relevance.Tuning.of(ctx.settings, RRF_K)
-    hood = relevance.Neighbourhood()
-    if query.text and query.lexical and tuning.reads_neighbours and embedding is not None and not embedding.done():
-        # while the model computes: the lexical list's first candidates' neighbours (most of the final candidates)
-        early = [found.rows[i] for i in lexical_ids[: tuning.candidates] if i in found.rows]
-        await hood.add(conn, scope, agents, early, tuning.window, _filters(query))
+    near: Near = ({}, {})
+    if query.text and query.lexical and tuning.reads_neighbours:
+        # while the model computes: the neighbours of the lexical list's first candidates. Read whether or not the
+        # vector is ready (a cached question's is), so a question asked again is ordered the same
+        first = [found.rows[i] for i in lexical_ids[: tuning.candidates] if i in found.rows]
+        near = await relevance.read_neighbours(conn, scope, agents, first, tuning.window, _filters(query))
     query_vector = query.vector if query.vector is not None else await embedding if embedding is not None else None
     if query_vector is not None and strategy is not None:
         hits = await vector.search(conn, strategy, query_vector)
@@ -246,7 +249,7 @@ async def _by_text(
         await vector.release(conn, strategy)
     if query.text and query.lexical:
         found.ranked.append(lexical_ids)
-        await _arrange(ctx, query, conn, agents, found, expanded, tuning, hood)
+        _arrange(query, found, expanded, tuning, near)
     SEARCH_LATENCY.labels("hybrid" if query_vector is not None else "lexical").observe(time.perf_counter() - started)
 
 
@@ -261,30 +264,18 @@ def _filters(query: Query) -> dict[str, Any]:
             "narrow": query.narrow}  # fmt: skip
 
 
-async def _arrange(
-    ctx: ToolContext,
-    query: Query,
-    conn: Any,
-    agents: list[str] | None,
-    found: Found,
-    expanded: str,
-    tuning: relevance.Tuning,
-    hood: relevance.Neighbourhood,
-) -> None:
-    """The relevance order of a search by text (recall.relevance): the first candidates' neighbours (those `hood`
-    has not read yet are read now) join the rows, the lists are fused beside the context list, then time and lifts
-    apply."""
+def _arrange(query: Query, found: Found, expanded: str, tuning: relevance.Tuning, near: Near) -> None:
+    """The relevance order of a search by text (recall.relevance): the neighbours read for those of the first fused
+    candidates that the lexical list found join the rows, the lists are fused beside the context list, then time
+    and lifts apply."""
     assert query.text is not None
-    neighbours: dict[str, list[str]] = {}
-    near_rows: dict[str, Any] = {}
+    first = {i for i, _ in found.fused()[: tuning.candidates]} if near[0] else set()
+    neighbours = {i: ids for i, ids in near[0].items() if i in first}
+    near_rows = {j: near[1][j] for ids in neighbours.values() for j in ids}
     listed = set(found.rows)
-    if tuning.reads_neighbours:
-        first = [i for i, _ in found.fused()[: tuning.candidates]]
-        await hood.add(conn, ctx.scope, agents, [found.rows[i] for i in first], tuning.window, _filters(query))
-        neighbours, near_rows = hood.of(first)
-        for i, row in near_rows.items():
-            found.rows.setdefault(i, row)
-            found.tiers.setdefault(i, "L3")
+    for i, row in near_rows.items():
+        found.rows.setdefault(i, row)
+        found.tiers.setdefault(i, "L3")
     want = relevance.wanted(query.text, expanded)
     found.order = relevance.order(found.ranked, found.rows, neighbours, want, tuning, found.part_lists)
     ordered = {i for i, _ in found.order}

@@ -15,8 +15,10 @@ of what the conversation says around each candidate, then a boost for time and a
 
 Neighbours are an ordering (fragments.thread, seq; migration 0019), read per search by one indexed statement: writers
 store a conversation's turns in any order, and links per pair would be rewritten as turns arrive. A search reads the
-lexical list's first candidates' neighbours while the model embeds the question, and after the vector list only the
-candidates still unread (Neighbourhood).
+neighbours of the lexical list's first `candidates` while the model embeds the question, off the critical path; those
+of them still among the first `candidates` of the fused lists take part. Candidates only the vector list found get no
+neighbours of their own: reading theirs after the vector list put ~0.9 ms on every search's critical path for 0.002 of
+LoCoMo recall@10 (bench/README.md, "Recall by text: what the relevance order costs").
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ import math
 import re
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import lru_cache
 from typing import Any
@@ -48,7 +50,7 @@ class Tuning:
     context_weight: float = 2.0  # the context list's weight in the fusion; 0: no context list, no neighbours read
     neighbour_share: float = 0.5  # what a word held only by a neighbour counts against the row's own
     window: int = 2  # neighbours read on each side
-    candidates: int = 30  # the first this many of the fused lists have their neighbours read
+    candidates: int = 30  # the lexical list's first this many have their neighbours read (module docstring)
     lift: float = 0.5
     lift_top: int = 5
     time_boost: float = 0.6
@@ -200,36 +202,6 @@ def _nearest(hit: str, rows: dict[str, Any], neighbours: dict[str, list[str]]) -
     before = [j for j in neighbours.get(hit, ()) if rows[j]["seq"] < seq or (rows[j]["seq"] == seq and j < hit)]
     after = [j for j in neighbours.get(hit, ()) if j not in before]
     return before[:1] + after[:1]
-
-
-@dataclass
-class Neighbourhood:
-    """The neighbours read so far, per candidate: a search reads some before its vector list is known and the rest
-    after, and orders by the final candidates' alone (`of`), as if they had all been read at once."""
-
-    read: set[str] = field(default_factory=set)  # candidates whose neighbours were read (some have none)
-    near: dict[str, list[str]] = field(default_factory=dict)
-    rows: dict[str, Any] = field(default_factory=dict)
-
-    async def add(
-        self,
-        conn: asyncpg.Connection,
-        scope: Scope,
-        agents: list[str] | None,
-        of: list[Any],
-        window: int,
-        filters: dict[str, Any],
-    ) -> None:
-        todo = [r for r in of if r["id"] not in self.read]
-        self.read.update(r["id"] for r in todo)
-        near, rows = await read_neighbours(conn, scope, agents, todo, window, filters)
-        self.near.update(near)
-        self.rows.update(rows)
-
-    def of(self, ids: Iterable[str]) -> tuple[dict[str, list[str]], dict[str, Any]]:
-        """(candidate -> its neighbours' ids, the neighbours' rows) for `ids` alone."""
-        near = {i: self.near[i] for i in ids if i in self.near}
-        return near, {j: self.rows[j] for ids_ in near.values() for j in ids_}
 
 
 _OPTIONAL = ("agents", "topic", "type", "tags", "narrow")  # a search's optional filters; given ones' parameters: $7...
