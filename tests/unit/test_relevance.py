@@ -3,7 +3,17 @@ stays ahead of a row that only borders it."""
 
 from datetime import UTC, datetime
 
-from memento_memory_api.recall.relevance import Tuning, Wanted, context_ranking, order, parts, wanted
+from memento_memory_api.recall.relevance import (
+    _WORDS,
+    WORDS_HELD,
+    Tuning,
+    Wanted,
+    context_ranking,
+    order,
+    parts,
+    row_words,
+    wanted,
+)
 from memento_shared.text.dates import TimeRange
 
 MAY = datetime(2023, 5, 8, tzinfo=UTC)
@@ -103,3 +113,25 @@ def test_equal_context_scores_keep_the_engines_order_not_the_ids():
         "b-first",
         "a-second",
     ]
+
+
+def test_a_rows_words_follow_its_text_and_the_cache_stays_bounded():
+    # words are kept per row id with the texts they were split from: an amended row must not keep its old words
+    assert {"blue", "bowl"} <= row_words(row("amended", "a blue bowl"))
+    assert "blue" not in row_words(row("amended", "a red cup")) and "red" in row_words(row("amended", "a red cup"))
+    expanded = {**row("amended", "a red cup"), "expansion": "caroline"}
+    assert "caroline" in row_words(expanded)
+    for n in range(WORDS_HELD + 10):
+        row_words(row(f"r{n}", f"turn {n}"))
+    assert len(_WORDS) == WORDS_HELD
+
+
+def test_only_the_first_candidates_neighbours_count():
+    rows = {
+        "x": row("x", "pottery class pottery", 5),
+        "q": row("q", "Did you go to the pottery class?", 1),
+        "a": row("a", "Yes, it was wonderful", 2),
+    }
+    near = {"q": ["a"]}  # read for a lexical candidate that the fused lists put second
+    assert "a" in ids(order([["x", "q"]], rows, near, want("pottery class"), Tuning(candidates=2)))
+    assert "a" not in ids(order([["x", "q"]], rows, near, want("pottery class"), Tuning(candidates=1)))

@@ -265,13 +265,10 @@ def _filters(query: Query) -> dict[str, Any]:
 
 
 def _arrange(query: Query, found: Found, expanded: str, tuning: relevance.Tuning, near: Near) -> None:
-    """The relevance order of a search by text (recall.relevance): the neighbours read for those of the first fused
-    candidates that the lexical list found join the rows, the lists are fused beside the context list, then time
-    and lifts apply."""
+    """The relevance order of a search by text (recall.relevance): the neighbours read join the rows, the lists are
+    fused beside the context list, then time and lifts apply."""
     assert query.text is not None
-    first = {i for i, _ in found.fused()[: tuning.candidates]} if near[0] else set()
-    neighbours = {i: ids for i, ids in near[0].items() if i in first}
-    near_rows = {j: near[1][j] for ids in neighbours.values() for j in ids}
+    neighbours, near_rows = near
     listed = set(found.rows)
     for i, row in near_rows.items():
         found.rows.setdefault(i, row)

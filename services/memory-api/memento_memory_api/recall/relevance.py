@@ -23,6 +23,7 @@ LoCoMo recall@10 (bench/README.md, "Recall by text: what the relevance order cos
 
 from __future__ import annotations
 
+import heapq
 import math
 import re
 from collections import Counter, defaultdict
@@ -34,7 +35,7 @@ from typing import Any
 
 import asyncpg
 
-from memento_memory_api.recall.fusion import rrf
+from memento_memory_api.recall.fusion import rrf, rrf_scores
 from memento_memory_api.repositories import fragments as repo
 from memento_memory_api.uow import Scope
 from memento_shared.text import dates
@@ -108,15 +109,25 @@ def words(text: str) -> frozenset[str]:
     return frozenset(w for w in _WORD.findall(text.lower()) if len(w) > 1)
 
 
+# row id -> (the texts its words were split from, those words): the same rows come back search after search, and
+# splitting their words again was half the order's time. A row is looked up by its id and its texts compared (a
+# cache keyed by the texts hashed every row's whole text on every search, a fifth of the order's time). The oldest
+# entry goes first past WORDS_HELD: 2048 rows' words hold ~3 MB; 8192 held ~12 MB, which the soak saw as memory-api
+# growing while the cache filled.
+_WORDS: dict[str, tuple[tuple, frozenset[str]]] = {}
+WORDS_HELD = 2048
+
+
 def row_words(row: Any) -> frozenset[str]:
-    return _text_words(" ".join(filter(None, (row["content"], row["topic"], row["expansion"], row["facts"]))))
-
-
-@lru_cache(maxsize=2048)
-def _text_words(text: str) -> frozenset[str]:
-    # the same rows come back search after search; splitting their words again was half the order's time. 2048
-    # rows' words hold ~3 MB; 8192 held ~12 MB, which the soak saw as memory-api growing while the cache filled
-    return words(text)
+    texts = (row["content"], row["topic"], row["expansion"], row["facts"])
+    known = _WORDS.get(row["id"])
+    if known is not None and known[0] == texts:
+        return known[1]
+    if len(_WORDS) >= WORDS_HELD:
+        del _WORDS[next(iter(_WORDS))]
+    split = words(" ".join(filter(None, texts)))
+    _WORDS[row["id"]] = (texts, split)
+    return split
 
 
 def order(
@@ -128,25 +139,29 @@ def order(
     part_lists: Sequence[Sequence[str]] = (),
 ) -> list[tuple[str, float]]:
     """(id, score) best first over the ranked lists' rows and the neighbours read for them (`neighbours`: id -> its
-    neighbours' ids, nearest first on either side; every id in `rows`); `part_lists`, the lexical lists of a
-    multi-part question's parts, weigh `decompose` each."""
+    neighbours' ids, nearest first on either side; every id in `rows`), of which those of the first
+    `tuning.candidates` of the lists fused count; `part_lists`, the lexical lists of a multi-part question's parts,
+    weigh `decompose` each."""
     lists = [[i for i in r if i in rows] for r in ranked]
+    fused = rrf(lists, k=tuning.k)
+    first = {i for i, _ in fused[: tuning.candidates]}
+    neighbours = {i: near for i, near in neighbours.items() if i in first}
     weights = [1.0] * len(lists)
     for part in part_lists:
         lists.append([i for i in part if i in rows])
         weights.append(tuning.decompose)
     if tuning.context_weight > 0 and want.terms:
         # equal context scores keep the order the engine's lists gave them (then neighbours no list found, by id)
-        prior = {i: n for n, (i, _) in enumerate(rrf(lists, k=tuning.k))}
+        prior = {i: n for n, (i, _) in enumerate(rrf(lists, k=tuning.k) if part_lists else fused)}
         lists.append(context_ranking(lists, rows, neighbours, want.terms, tuning.neighbour_share, prior))
         weights.append(tuning.context_weight)
-    scores = dict(rrf(lists, k=tuning.k, weights=weights))
+    scores = rrf_scores(lists, k=tuning.k, weights=weights)
     if tuning.time_boost > 0 and (want.when or want.periods):
         for i in scores:
             if _timely(rows[i], want):
                 scores[i] *= 1 + tuning.time_boost
     if tuning.lift > 0 and tuning.lift_top > 0:
-        best = sorted(scores.items(), key=lambda pair: (-pair[1], pair[0]))[: tuning.lift_top]
+        best = heapq.nsmallest(tuning.lift_top, scores.items(), key=lambda pair: (-pair[1], pair[0]))
         for hit, score in best:
             for near in _nearest(hit, rows, neighbours):
                 if score * tuning.lift > scores.get(near, 0.0):
@@ -175,11 +190,13 @@ def context_ranking(
     frequency = Counter(t for h in held.values() for t in h)
     weight = {t: max(math.log((count + 1) / (frequency[t] + 0.5)), WEIGHT_FLOOR) for t in terms}
     scores = {}
-    for i in ids:
-        own = held[i]
-        around = set().union(*(held[j] for j in adjacent[i])) - own if i in adjacent else ()
+    for i in ids:  # most rows hold none of the words, nor do their neighbours
+        own, beside = held[i], adjacent.get(i)
+        around = set().union(*(held[j] for j in beside)) - own if beside else ()
         if own or around:
-            scores[i] = sum(weight[t] for t in own) + share * sum(weight[t] for t in around)
+            scores[i] = (sum(weight[t] for t in own) if own else 0) + (
+                share * sum(weight[t] for t in around) if around else 0
+            )
     prior = prior or {}
     return sorted(scores, key=lambda i: (-scores[i], prior.get(i, len(prior)), i))
 
