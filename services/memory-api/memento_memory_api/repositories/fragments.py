@@ -359,9 +359,11 @@ async def get(conn: asyncpg.Connection, fragment_id: str, *, for_update: bool = 
 async def by_topic(
     conn: asyncpg.Connection, scope: Scope, topic: str, agents: list[str] | None
 ) -> list[asyncpg.Record]:
+    """The topic's visible rows, locked in id order (as `touch` and `lock_pair` lock): locked in the scan's order, a
+    forget that waited for one row held others, and a writer reaching for those deadlocked with it."""
     return await conn.fetch(
         f"SELECT {COLUMNS} FROM agent_memory.fragments WHERE tenant_id = $3 AND workspace = $4 AND topic = $1"
-        " AND ($2::text[] IS NULL OR agent_id = ANY($2)) FOR UPDATE",
+        " AND ($2::text[] IS NULL OR agent_id = ANY($2)) ORDER BY id FOR UPDATE",
         topic,
         agents,
         scope.tenant_id,
