@@ -8,11 +8,13 @@ import asyncio
 import time
 from datetime import UTC, datetime
 
+import asyncpg
 import pytest
 
 from memento_memory_api.uow import Scope
 from memento_shared import sessions as shared_sessions
 from memento_shared.db.rls import set_principal
+from memento_shared.domain.fragments import content_hash
 from memento_shared.text.tokenizer import count_tokens
 from tests.fixtures.apps import memory_api_on
 from tests.fixtures.loopback.server import Loopback
@@ -404,3 +406,29 @@ async def test_every_text_of_an_item_is_masked_and_bounded(memory_api, tenant, o
     big = {**call, "arguments": "x" * 100_001}
     refused = await error(memory_api, "memory_after_turn", {**args, "turn_id": "t-2", "output_items": [big]}, tenant)
     assert (refused["code"], refused["field"]) == ("INVALID_ARGUMENT", "output_items.0.arguments")
+
+
+async def test_turns_stating_the_same_facts_in_other_orders_wait_for_each_other(memory_api, tenant, servers):
+    # facts are written in content-hash order whatever order a turn said them in: another session's turn holding
+    # the first one's uncommitted insert must make this turn wait holding none of the others (each inserting the
+    # other's words first deadlocked, and Postgres aborted one of the two turns)
+    rex, lisbon = "My dog is called Rex.", "I live in Lisbon near the river."
+    assert content_hash(rex) < content_hash(lisbon)
+    insert = (
+        "INSERT INTO agent_memory.fragments (id, tenant_id, workspace, agent_id, content, topic, type, importance,"
+        " content_hash, ttl_tier) VALUES ($1, $2, 'default', 'default', $3, 'facts', 'fact', 0.5, $4, 'permanent')"
+    )
+    other = await asyncpg.connect(servers.owner_url)  # the other session's turn, its transaction still open
+    try:
+        async with other.transaction():
+            await other.execute(insert, "frag-0000000000000001", tenant, rex, content_hash(rex))
+            args = {"session_id": "s9", "turn_id": "t-1", "input_items": [user(f"{lisbon} {rex}")], "output_items": []}
+            committing = asyncio.create_task(answer(memory_api, "memory_after_turn", args, tenant))
+            await asyncio.sleep(0.5)  # the turn now waits for the other's insert of `rex`
+            async with asyncio.timeout(5):
+                await other.execute(insert, "frag-0000000000000002", tenant, lisbon, content_hash(lisbon))
+        async with asyncio.timeout(5):
+            body = await committing
+    finally:
+        await other.close()
+    assert body.get("result") == {"ok": True}, body

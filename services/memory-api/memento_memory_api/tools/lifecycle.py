@@ -261,19 +261,25 @@ async def _store_facts(ctx: ToolContext, uow: UnitOfWork, candidates: list[tuple
     """New facts go to the daily tier (L1); a fact stated again moves up to the weekly tier (L2); one already weekly
     is left as it is (not rewritten)."""
     settings, now = ctx.settings, datetime.now(UTC)
+    rows = []
     for content, kind in candidates[:20]:
         content = redact_pii(content)[: ctx.settings.memory_max_chars]
-        row = new_row(
-            ctx,
-            content,
-            topic=TOPIC,
-            keywords=extract_keywords(content),
-            type=kind if kind in ("fact", "decision", "instruction", "observation") else "fact",
-            importance=0.5,
-            source=TIERS["l1"],
-            ttl_tier="permanent",  # their end is their tier's expiry, not seed 000's TTL stages
-            expires_at=now + timedelta(days=settings.memory_l1_retention_days),
+        rows.append(
+            new_row(
+                ctx,
+                content,
+                topic=TOPIC,
+                keywords=extract_keywords(content),
+                type=kind if kind in ("fact", "decision", "instruction", "observation") else "fact",
+                importance=0.5,
+                source=TIERS["l1"],
+                ttl_tier="permanent",  # their end is their tier's expiry, not seed 000's TTL stages
+                expires_at=now + timedelta(days=settings.memory_l1_retention_days),
+            )
         )
+    # written in one order whatever order the turn said them in: two turns stating the same facts in other orders
+    # (two sessions of one workspace) each waited for the other's uncommitted insert of the same words: a deadlock
+    for row in sorted(rows, key=lambda r: r["content_hash"]):
         fact_id, created = await store_fragment(ctx, uow, row)
         if created:
             MEMORY_FACT_WRITES.labels("l1").inc()
