@@ -4,9 +4,11 @@ upsert, a section with its subsections, limits, isolation."""
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from pathlib import Path
 
+import asyncpg
 import pytest
 
 from memento_shared.db.rls import set_principal
@@ -308,3 +310,31 @@ async def test_bm25_finds_an_identifier_by_the_words_postgres_splits_it_into(mem
         found, coverage = await docs.bm25(conn, scope, "ERR_QUEUE_STALLED", None, False, 5)
     assert len(found) == 1  # the lexical list itself, not the trigram fallback
     assert coverage == [pytest.approx(1.0)]  # it holds all three words
+
+
+async def test_commits_naming_the_same_documents_in_other_orders_wait_for_each_other(memory_api, tenant, servers):
+    # canonical documents are locked in key order: a commit of [b, a] waiting for `a` (held by another writer) must
+    # hold no lock on `b` meanwhile (it did, and the other writer reaching for `b` deadlocked with it)
+    item = {}
+    for key in ("doc-a", "doc-b"):
+        item[key] = (await upsert(memory_api, tenant, f"# {key}\n\nfirst", key=key))[0]["result"]["itemId"]
+    entries = [
+        {"kind": "spec", "title": key, "content": f"# {key}\n\nsecond", "canonicalKey": key}
+        for key in ("doc-b", "doc-a")
+    ]
+    lock = "SELECT 1 FROM agent_memory.doc_items WHERE tenant_id = $1 AND canonical_key = $2 FOR UPDATE"
+    other = await asyncpg.connect(servers.owner_url)
+    try:
+        async with other.transaction():
+            await other.execute(lock, tenant, "doc-a")
+            args = {"idempotencyKey": str(uuid.uuid4()), "entries": entries}
+            committing = asyncio.create_task(memory_api.call("memory.commit", args, tenant=tenant))
+            await asyncio.sleep(0.5)  # the commit now waits for doc-a
+            async with asyncio.timeout(5):
+                await other.execute(lock, tenant, "doc-b")
+        async with asyncio.timeout(5):
+            body = await committing
+    finally:
+        await other.close()
+    items = body["result"]["items"]  # in the entries' order
+    assert [(i["itemId"], i["versionNum"]) for i in items] == [(item["doc-b"], 2), (item["doc-a"], 2)]

@@ -142,9 +142,14 @@ async def memory_commit(ctx: ToolContext, args: CommitArgs) -> dict[str, Any]:
     contents = [_within_limit(ctx, e.content, f"entries.{i}.content") for i, e in enumerate(args.entries)]
     commit_id = str(uuid.uuid4())
 
+    # canonical documents are locked in key order whatever order the entries give (then the rest): two commits
+    # naming the same two documents in other orders each held one and waited for the other, a deadlock
+    order = sorted(range(len(args.entries)), key=lambda n: (args.entries[n].canonicalKey or "\uffff", n))
+
     async def write(uow: UnitOfWork) -> dict[str, Any]:
-        items = []
-        for entry, content in zip(args.entries, contents, strict=True):
+        items: list[Any] = [None] * len(order)
+        for n in order:
+            entry, content = args.entries[n], contents[n]
             tags = normalise_keywords(entry.tags or [])
             if entry.canonicalKey:
                 item = await _canonical_item(uow.conn, ctx, entry.canonicalKey, entry.kind, entry.title, None, tags)
@@ -162,7 +167,7 @@ async def memory_commit(ctx: ToolContext, args: CommitArgs) -> dict[str, Any]:
                         "tags": tags,
                     },  # fmt: skip
                 )
-            items.append(await _write(uow, ctx, item, content, commit_id))
+            items[n] = await _write(uow, ctx, item, content, commit_id)
         return {"commitId": commit_id, "items": items}
 
     return await _once(ctx, "memory.commit", args, write)
