@@ -1,0 +1,68 @@
+"""Writers that lock several fragments lock them in id order, so a writer waiting for one row holds none of the
+others and two of them wait for each other instead of deadlocking (Postgres aborts one of the two): the access flush
+from several memory-api replicas at once (its counts were lost: "access.flush_failed", DeadlockDetectedError), and
+`forget {topic}` (it locked in the scan's order and was aborted: tool.storage_error). A turn's facts
+(test_lifecycle_dialect) and a commit's canonical documents (test_documents_canonical) are held the same way."""
+
+from __future__ import annotations
+
+import asyncio
+
+import asyncpg
+
+from memento_memory_api.access import AccessRecorder
+from memento_memory_api.uow import Scope
+
+BUMP = "UPDATE agent_memory.fragments SET access_count = access_count + 1 WHERE id = ANY($1::text[])"
+
+
+async def remember_many(memory_api, tenant: str, topic: str, n: int = 40) -> list[str]:
+    ids = []
+    for k in range(n):
+        body = await memory_api.call(
+            "remember", {"content": f"the lock order, {topic} {k}", "topic": topic, "type": "fact"}, tenant=tenant
+        )
+        ids.append(body["result"]["id"])
+    return ids
+
+
+async def test_a_flush_waiting_for_a_row_holds_none_of_the_others(memory_api, tenant, servers, owner_pool):
+    ids = await remember_many(memory_api, tenant, "t")
+    first, *_, last = sorted(ids)
+    recorder = AccessRecorder(owner_pool, half_life_days=30)
+    recorder.record(Scope(tenant, "default", "default"), sorted(ids, reverse=True))  # recalled in that order
+    other = await asyncpg.connect(servers.owner_url)  # another replica's flush, holding `first`
+    try:
+        async with other.transaction():
+            await other.execute(BUMP, [first])
+            flushing = asyncio.create_task(recorder.flush())
+            await asyncio.sleep(0.5)  # the flush now waits for `first`
+            async with asyncio.timeout(5):
+                # it must not hold `last` meanwhile: that would be a deadlock, and Postgres would abort one of the two
+                await other.execute(BUMP, [last])
+        async with asyncio.timeout(5):
+            await flushing
+    finally:
+        await other.close()
+    counts = dict(await owner_pool.fetch("SELECT id, access_count FROM agent_memory.fragments WHERE id = ANY($1)", ids))
+    assert (counts.pop(first), counts.pop(last)) == (2, 2)  # both flushes counted them
+    assert set(counts.values()) == {1}  # and the recorder's flush every other row
+
+
+async def test_a_forget_by_topic_waiting_for_a_row_holds_none_of_the_others(memory_api, tenant, servers, owner_pool):
+    ids = await remember_many(memory_api, tenant, "locks")
+    first, *others = sorted(ids)
+    writer = await asyncpg.connect(servers.owner_url)  # another transaction, holding `first`
+    try:
+        async with writer.transaction():
+            await writer.execute(BUMP, [first])
+            forgetting = asyncio.create_task(memory_api.call("forget", {"topic": "locks"}, tenant=tenant))
+            await asyncio.sleep(0.5)  # the forget now waits for `first`
+            async with asyncio.timeout(5):
+                await writer.execute(BUMP, others)  # it must hold none of them meanwhile
+        async with asyncio.timeout(5):
+            body = await forgetting
+    finally:
+        await writer.close()
+    assert body["result"]["count"] == 40
+    assert await owner_pool.fetchval("SELECT count(*) FROM agent_memory.fragments WHERE id = ANY($1)", ids) == 0
