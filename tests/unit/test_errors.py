@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncpg
 import pytest
 
+from memento_memory_api.routes.tools import storage_error
 from memento_shared.errors import ErrorCode, MementoError, invalid, unavailable
 from memento_shared.tools.registry import TOOLS
 
@@ -49,3 +51,22 @@ def test_nul_and_lone_surrogates_are_invalid_parameters_naming_the_field(tool, a
 def test_ordinary_unicode_passes():
     args = TOOLS["store_memory"].parse({"content": "사용자는 오스틴으로 이사했다 🎉 \u200f right-to-left"})
     assert args.content.startswith("사용자는")
+
+
+@pytest.mark.parametrize(
+    ("exc", "retryable", "says"),
+    [
+        (asyncpg.DeadlockDetectedError("deadlock detected"), True, "concurrent"),
+        (asyncpg.SerializationError("could not serialize access"), True, "concurrent"),
+        (asyncpg.LockNotAvailableError("could not obtain lock"), True, "concurrent"),
+        (asyncpg.UniqueViolationError("duplicate key value"), False, "refused"),
+        (asyncpg.PostgresConnectionError("connection lost"), True, "unavailable"),
+        (OSError("connection refused"), True, "unavailable"),
+        (TimeoutError(), True, "unavailable"),
+    ],
+)
+def test_a_database_error_tells_the_client_whether_a_retry_can_pass(exc, retryable, says):
+    # a deadlock or serialization failure is another transaction's clash with this one, not an unreachable database
+    body = storage_error(exc).to_body()["error"]
+    assert (body["code"], body["retryable"]) == ("STORAGE_ERROR", retryable)
+    assert says in body["message"] and "nothing was changed" in body["message"]

@@ -34,11 +34,20 @@ _UNREACHABLE = (
     asyncpg.TooManyConnectionsError,
     asyncpg.QueryCanceledError,
     asyncpg.AdminShutdownError,
-    asyncpg.SerializationError,
-    asyncpg.DeadlockDetectedError,
-    asyncpg.LockNotAvailableError,
 )
+# the work met a concurrent transaction's and was rolled back: the same call may well pass when that one is done
+_CONFLICTED = (asyncpg.SerializationError, asyncpg.DeadlockDetectedError, asyncpg.LockNotAvailableError)
 tracer = trace.get_tracer("memento.memory_api")
+
+
+def storage_error(exc: Exception) -> MementoError:
+    """What a client is told of a database error: a lost or refused connection, a timeout or a clash with a concurrent
+    write may pass if retried; an error the database raised about the work itself will not."""
+    if isinstance(exc, _CONFLICTED):
+        return unavailable("the operation clashed with a concurrent one and was undone; nothing was changed")
+    if isinstance(exc, asyncpg.PostgresError) and not isinstance(exc, _UNREACHABLE):
+        return MementoError(ErrorCode.STORAGE_ERROR, "the database refused the operation; nothing was changed")
+    return unavailable("the database is unavailable; nothing was changed")
 
 
 def resolve_scope(principal: Principal, requested_agent: str | None, session_id: str | None) -> Scope:
@@ -117,13 +126,7 @@ async def call_tool(name: str, request: Request) -> JSONResponse:
         except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, TimeoutError) as exc:
             status = ErrorCode.STORAGE_ERROR.value
             log.error("tool.storage_error", extra={"tool": name, "error_type": type(exc).__name__})
-            # a lost or refused connection, or a timeout, may pass; an error the database raised about the work will not
-            reachable = isinstance(exc, asyncpg.PostgresError) and not isinstance(exc, _UNREACHABLE)
-            payload = (
-                MementoError(ErrorCode.STORAGE_ERROR, "the database refused the operation; nothing was changed")
-                if reachable
-                else unavailable("the database is unavailable; nothing was changed")
-            ).to_body()
+            payload = storage_error(exc).to_body()
         except Exception as exc:
             status = ErrorCode.STORAGE_ERROR.value
             log.exception("tool.failed", extra={"tool": name, "error_type": type(exc).__name__})
