@@ -26,11 +26,26 @@ async def remember_many(memory_api, tenant: str, topic: str, n: int = 40) -> lis
     return ids
 
 
-async def test_a_flush_waiting_for_a_row_holds_none_of_the_others(memory_api, tenant, servers, owner_pool):
-    ids = await remember_many(memory_api, tenant, "t")
-    first, *_, last = sorted(ids)
+# fragments inserted directly, the ids descending: a scan in physical order meets the smallest id last
+INSERT = (
+    "INSERT INTO agent_memory.fragments (id, tenant_id, content, topic, type, importance, content_hash, ttl_tier)"
+    " SELECT 'frag-' || left(md5($1), 6) || lpad(to_hex($2::int - g), 10, '0'), $1, 'the flush order ' || g, 't',"
+    " 'fact', 0.5, md5($1 || g), 'permanent' FROM generate_series(1, $2::int) g"
+)
+
+
+async def test_a_flush_waiting_for_a_row_holds_none_of_the_others(tenant, servers, owner_pool):
+    # beside a few thousand other rows the planner hashes the counted ids and scans the fragments in their physical
+    # order (as it did in the whole suite): the UPDATE alone then locked every row stored before the smallest id
+    await owner_pool.execute(INSERT, f"{tenant}-elsewhere", 3000)
+    await owner_pool.execute(INSERT, tenant, 40)
+    await owner_pool.execute("ANALYZE agent_memory.fragments")
+    ids = [
+        r["id"] for r in await owner_pool.fetch("SELECT id FROM agent_memory.fragments WHERE tenant_id = $1", tenant)
+    ]
+    first, *others = sorted(ids)
     recorder = AccessRecorder(owner_pool, half_life_days=30)
-    recorder.record(Scope(tenant, "default", "default"), sorted(ids, reverse=True))  # recalled in that order
+    recorder.record(Scope(tenant, "default", "default"), ids)
     other = await asyncpg.connect(servers.owner_url)  # another replica's flush, holding `first`
     try:
         async with other.transaction():
@@ -38,15 +53,14 @@ async def test_a_flush_waiting_for_a_row_holds_none_of_the_others(memory_api, te
             flushing = asyncio.create_task(recorder.flush())
             await asyncio.sleep(0.5)  # the flush now waits for `first`
             async with asyncio.timeout(5):
-                # it must not hold `last` meanwhile: that would be a deadlock, and Postgres would abort one of the two
-                await other.execute(BUMP, [last])
+                # it must hold none of the others meanwhile: that would be a deadlock, and Postgres would abort one
+                await other.execute(BUMP, others)
         async with asyncio.timeout(5):
             await flushing
     finally:
         await other.close()
     counts = dict(await owner_pool.fetch("SELECT id, access_count FROM agent_memory.fragments WHERE id = ANY($1)", ids))
-    assert (counts.pop(first), counts.pop(last)) == (2, 2)  # both flushes counted them
-    assert set(counts.values()) == {1}  # and the recorder's flush every other row
+    assert len(counts) == 40 and set(counts.values()) == {2}  # both flushes counted every row
 
 
 async def test_a_forget_by_topic_waiting_for_a_row_holds_none_of_the_others(memory_api, tenant, servers, owner_pool):
