@@ -562,3 +562,31 @@ async def test_batches_written_at_once_all_land_and_a_failed_one_stops_the_stage
     # the stage's cursor and writers all went back to the pool
     assert ctx.pool.get_idle_size() == ctx.pool.get_size()
     assert await ctx.update_matching("topic = {0} AND id <> {1}", ["writers", boom], "importance = 0.5") == 9
+
+
+class IndexWalkingContext(StageContext):
+    """A stage whose batches walk the primary key, so each locks its rows in id order."""
+
+    async def _act(self, conn) -> None:
+        await super()._act(conn)
+        await conn.execute("SET LOCAL enable_seqscan = off; SET LOCAL enable_bitmapscan = off")
+
+
+async def test_a_batch_that_clashes_with_another_writer_is_written_again(wenv, tenant):
+    # a batch holding `low` and waiting for `high`, while another writer holds `high` and reaches for `low`: Postgres
+    # aborts one of the two (here the batch, which waited first); the batch is written again instead of failing
+    o = wenv.owner
+    low, high = sorted([await craft(o, tenant, topic="clash", importance=0.5) for _ in range(2)])
+    plain = stage_context(wenv, tenant)
+    ctx = IndexWalkingContext(plain.pool, None, plain.settings, plain.config, tenant, "default", batch_size=2)
+    bump = "UPDATE agent_memory.fragments SET access_count = access_count + 1 WHERE id = $1"
+    async with o.acquire() as other, other.transaction():
+        await other.execute(bump, high)
+        writing = asyncio.create_task(ctx.update_matching("topic = {0}", ["clash"], "importance = 0.25"))
+        await asyncio.sleep(0.5)  # the batch holds `low` and waits for `high`
+        async with asyncio.timeout(10):
+            await other.execute(bump, low)  # the cycle: Postgres aborts the batch and this goes on
+    async with asyncio.timeout(10):
+        assert await writing == 2
+    assert {await column(o, f, "importance") for f in (low, high)} == {0.25}
+    assert {await column(o, f, "access_count") for f in (low, high)} == {1}

@@ -15,6 +15,7 @@ import time
 from typing import Any
 
 from memento_shared import l1
+from memento_shared.db.clashes import retrying_clashes
 from memento_shared.db.references import clear_references
 from memento_shared.db.rls import system_transaction
 from memento_shared.worker import Runtime
@@ -55,9 +56,13 @@ async def _rescore(rt: Runtime, now: Any, low: str, high: str | None, batch: int
     """Rescore the ids in (low, high] batch by batch; returns how many rows changed."""
     rescored, last = 0, low
     async with rt.pool.acquire() as conn:
-        while True:
+
+        async def once() -> Any:
             async with system_transaction(conn):
-                row = await conn.fetchrow(_RELEVANCE, last, batch, now, high)
+                return await conn.fetchrow(_RELEVANCE, last, batch, now, high)
+
+        while True:
+            row = await retrying_clashes(once, "decay batch")  # a clash with a writer: written again
             if row["last"] is None:
                 return rescored
             rescored, last = rescored + row["changed"], row["last"]

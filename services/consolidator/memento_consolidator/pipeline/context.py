@@ -17,6 +17,7 @@ from typing import Any
 import asyncpg
 from arq.connections import ArqRedis
 
+from memento_shared.db.clashes import retrying_clashes
 from memento_shared.db.cursor import fetch_batches
 from memento_shared.db.rls import set_principal
 from memento_shared.settings import Settings
@@ -78,8 +79,18 @@ class StageContext:
         async for batch in self.stream(find, self.tenant_id, self.workspace, *params):
             ids = [r["id"] for r in batch]
             args = (ids, self.tenant_id, self.workspace, *params, *change_params)
+            yield await self.write_batch(apply, args, fetch=returning is not None)
+
+    async def write_batch(self, sql: str, args: Sequence[Any], *, fetch: bool = False) -> Any:
+        """One batch's change in its own transaction, committed: its rows, or its status. A batch that clashed with a
+        concurrent writer is rolled back whole and written again (memento_shared.db.clashes; its predicate is checked
+        again then) instead of failing the stage."""
+
+        async def once() -> Any:
             async with self.transaction() as conn:
-                yield await (conn.fetch(apply, *args) if returning else conn.execute(apply, *args))
+                return await (conn.fetch(sql, *args) if fetch else conn.execute(sql, *args))
+
+        return await retrying_clashes(once, "consolidation batch")
 
     async def update_matching(
         self, predicate: str, params: Sequence[Any], set_clause: str, set_params: Sequence[Any] = ()
@@ -100,8 +111,7 @@ class StageContext:
 
         async def write(ids: list[str]) -> None:
             try:
-                async with self.transaction() as conn:
-                    status = await conn.execute(apply, ids, self.tenant_id, self.workspace, *params, *set_params)
+                status = await self.write_batch(apply, (ids, self.tenant_id, self.workspace, *params, *set_params))
                 counts.append(int(status.rsplit(" ", 1)[-1]))
             except BaseException as exc:
                 errors.append(exc)
