@@ -4,6 +4,7 @@ UPDATE per scope flushes them about once a second (one write per second instead 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections import Counter
 
@@ -12,6 +13,7 @@ import asyncpg
 from memento_memory_api.repositories import fragments as repo
 from memento_memory_api.uow import Scope
 from memento_shared import background
+from memento_shared.db.clashes import retrying_clashes
 from memento_shared.db.rls import set_principal
 
 log = logging.getLogger(__name__)
@@ -41,14 +43,17 @@ class AccessRecorder:
             await asyncio.sleep(self.interval)
             await self.flush()
 
+    async def _touch(self, key: tuple[str, str, str, str], counts: Counter) -> None:
+        tenant_id, workspace, agent_id, access = key
+        async with self.pool.acquire() as conn, conn.transaction():
+            await set_principal(conn, tenant_id=tenant_id, workspace=workspace, agent_id=agent_id, access=access)
+            await repo.touch(conn, counts, self.half_life_days)
+
     async def flush(self) -> None:
         pending, self.pending = self.pending, {}
-        for (tenant_id, workspace, agent_id, access), counts in pending.items():
+        for key, counts in pending.items():
             try:
-                async with self.pool.acquire() as conn, conn.transaction():
-                    await set_principal(
-                        conn, tenant_id=tenant_id, workspace=workspace, agent_id=agent_id, access=access
-                    )
-                    await repo.touch(conn, counts, self.half_life_days)
+                # a consolidation batch locks in its plan's order: a clash with one is written again, counts kept
+                await retrying_clashes(functools.partial(self._touch, key, counts), "access flush")
             except Exception as exc:  # bookkeeping never fails a recall that already answered
                 log.warning("access.flush_failed", extra={"error_type": type(exc).__name__})
