@@ -87,7 +87,7 @@ async def test_neighbours_are_read_nearest_first_on_both_sides(memory_api, tenan
         await conn.close()
     nearest = near[ids[3]]  # nearest first, both sides (ties by id)
     assert (set(nearest[:2]), set(nearest[2:])) == ({ids[2], ids[4]}, {ids[1], ids[5]})
-    assert near[ids[6]][:2] == [ids[5], ids[7]] or set(near[ids[6]][:2]) == {ids[5], ids[7]}
+    assert set(near[ids[6]][:2]) == {ids[5], ids[7]}  # its nearest, one a side
     assert set(near[ids[6]]) == {ids[4], ids[5], ids[7]}  # the thread ends after ids[7]
     assert set(near_rows) == {ids[1], ids[2], ids[4], ids[5], ids[7]}  # each row once
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncpg
 import pytest
 
+from memento_memory_api.routes.console import _failure
 from memento_memory_api.routes.tools import storage_error
 from memento_shared.errors import ErrorCode, MementoError, invalid, unavailable
 from memento_shared.tools.registry import TOOLS
@@ -70,3 +71,10 @@ def test_a_database_error_tells_the_client_whether_a_retry_can_pass(exc, retryab
     body = storage_error(exc).to_body()["error"]
     assert (body["code"], body["retryable"]) == ("STORAGE_ERROR", retryable)
     assert says in body["message"] and "nothing was changed" in body["message"]
+
+
+def test_the_console_tells_database_errors_as_the_tools_do():
+    clash = _failure(asyncpg.DeadlockDetectedError("deadlock detected"))
+    refused = _failure(asyncpg.UniqueViolationError("duplicate key value"))
+    assert clash.status_code == 503 and b"concurrent" in clash.body
+    assert refused.status_code == 500 and b"refused" in refused.body

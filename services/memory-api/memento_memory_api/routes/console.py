@@ -13,9 +13,9 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
 from memento_memory_api.console import actions, queries
-from memento_memory_api.routes.tools import resolve_scope, tool_context
+from memento_memory_api.routes.tools import resolve_scope, storage_error, tool_context
 from memento_shared.db.rls import CommitOutcomeUnknown
-from memento_shared.errors import ErrorCode, MementoError, outcome_unknown, unavailable
+from memento_shared.errors import ErrorCode, MementoError, outcome_unknown
 from memento_shared.jsonio import JSONBody
 from memento_shared.principal import HEADER, Principal, PrincipalError, decode_principal
 
@@ -51,7 +51,8 @@ def _failure(exc: Exception) -> JSONResponse:
     if isinstance(exc, CommitOutcomeUnknown):
         return JSONResponse(outcome_unknown().to_body(), 503)
     if isinstance(exc, asyncpg.PostgresError | asyncpg.InterfaceError | OSError | TimeoutError):
-        return JSONResponse(unavailable("the database is unavailable; nothing was changed").to_body(), 503)
+        error = storage_error(exc)  # as the tools say it: a retry may pass, or the database refused the work
+        return JSONResponse(error.to_body(), 503 if error.retryable else 500)
     return JSONResponse(MementoError(ErrorCode.STORAGE_ERROR, "internal error; nothing was changed").to_body(), 500)
 
 

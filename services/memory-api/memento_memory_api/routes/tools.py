@@ -18,6 +18,7 @@ from memento_memory_api.context import ToolContext
 from memento_memory_api.tools.registry import HANDLERS, Answer
 from memento_memory_api.uow import Scope
 from memento_shared import progress
+from memento_shared.db.clashes import CLASHES
 from memento_shared.db.rls import CommitOutcomeUnknown
 from memento_shared.errors import ErrorCode, MementoError, outcome_unknown, unavailable
 from memento_shared.jsonio import JSONBody
@@ -36,7 +37,7 @@ _UNREACHABLE = (
     asyncpg.AdminShutdownError,
 )
 # the work met a concurrent transaction's and was rolled back: the same call may well pass when that one is done
-_CONFLICTED = (asyncpg.SerializationError, asyncpg.DeadlockDetectedError, asyncpg.LockNotAvailableError)
+_CONFLICTED = (*CLASHES, asyncpg.LockNotAvailableError)
 tracer = trace.get_tracer("memento.memory_api")
 
 

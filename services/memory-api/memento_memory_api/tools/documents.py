@@ -144,7 +144,8 @@ async def memory_commit(ctx: ToolContext, args: CommitArgs) -> dict[str, Any]:
 
     # canonical documents are locked in key order whatever order the entries give (then the rest): two commits
     # naming the same two documents in other orders each held one and waited for the other, a deadlock
-    order = sorted(range(len(args.entries)), key=lambda n: (args.entries[n].canonicalKey or "\uffff", n))
+    keys = [e.canonicalKey for e in args.entries]
+    order = sorted(range(len(keys)), key=lambda n: (keys[n] is None, keys[n] or "", n))
 
     async def write(uow: UnitOfWork) -> dict[str, Any]:
         items: list[Any] = [None] * len(order)
