@@ -9,6 +9,7 @@ from memento_memory_api.recall.relevance import (
     Tuning,
     Wanted,
     context_ranking,
+    holding,
     order,
     parts,
     row_words,
@@ -135,3 +136,27 @@ def test_only_the_first_candidates_neighbours_count():
     near = {"q": ["a"]}  # read for a lexical candidate that the fused lists put second
     assert "a" in ids(order([["x", "q"]], rows, near, want("pottery class"), Tuning(candidates=2)))
     assert "a" not in ids(order([["x", "q"]], rows, near, want("pottery class"), Tuning(candidates=1)))
+
+
+def test_words_split_beforehand_order_as_words_split_after():
+    # the engine splits the rows it has while the model embeds the question, the vector list's own rows after it
+    rows = {
+        "q": row("q", "Did you go to the pottery class?", 1),
+        "a": row("a", "Yes, it was wonderful", 2),
+        "v": row("v", "a class on glazing pottery", 7),
+        "x": row("x", "The weather is nice", 9),
+    }
+    near = {"q": ["a"]}
+    asked = want("pottery class")
+    before = holding([rows["q"], rows["a"], rows["x"]], asked.terms)
+    assert before == {"q": frozenset({"pottery", "class"}), "a": frozenset(), "x": frozenset()}
+    ranked = [["v", "x"], ["q", "x"]]
+    assert order(ranked, rows, near, asked, Tuning(), held=before) == order(ranked, rows, near, asked, Tuning())
+
+
+def test_the_order_scores_the_words_it_is_given_for_a_row():
+    # `held` is what the rows held when they were read: the order does not split those rows again
+    rows = {"q": row("q", "nothing to see", 1), "x": row("x", "pottery", 9)}
+    given = {"q": frozenset({"pottery", "class"})}
+    assert context_ranking([["x", "q"]], rows, {}, want("pottery class").terms, 0.5, held=given)[0] == "q"
+    assert context_ranking([["x", "q"]], rows, {}, want("pottery class").terms, 0.5)[0] == "x"

@@ -236,6 +236,12 @@ async def _by_text(
         # vector is ready (a cached question's is), so a question asked again is ordered the same
         first = [found.rows[i] for i in lexical_ids[: tuning.candidates] if i in found.rows]
         near = await relevance.read_neighbours(conn, scope, agents, first, tuning.window, _filters(query))
+    want = relevance.wanted(query.text, expanded) if query.text and query.lexical else None
+    # the question's words each row known so far holds (the neighbours' first: where a row is both, the order scores
+    # the one found.rows keeps), split while the model works rather than after the vector list
+    held: dict[str, frozenset[str]] = {}
+    if want is not None and tuning.context_weight > 0:
+        held = relevance.holding([*near[1].values(), *found.rows.values()], want.terms)
     query_vector = query.vector if query.vector is not None else await embedding if embedding is not None else None
     if query_vector is not None and strategy is not None:
         hits = await vector.search(conn, strategy, query_vector)
@@ -247,9 +253,9 @@ async def _by_text(
         found.ranked.append([r["id"] for r in hits])
     elif strategy is not None:
         await vector.release(conn, strategy)
-    if query.text and query.lexical:
+    if want is not None:
         found.ranked.append(lexical_ids)
-        _arrange(query, found, expanded, tuning, near)
+        _arrange(found, want, tuning, near, held)
     SEARCH_LATENCY.labels("hybrid" if query_vector is not None else "lexical").observe(time.perf_counter() - started)
 
 
@@ -264,17 +270,17 @@ def _filters(query: Query) -> dict[str, Any]:
             "narrow": query.narrow}  # fmt: skip
 
 
-def _arrange(query: Query, found: Found, expanded: str, tuning: relevance.Tuning, near: Near) -> None:
+def _arrange(
+    found: Found, want: relevance.Wanted, tuning: relevance.Tuning, near: Near, held: dict[str, frozenset[str]]
+) -> None:
     """The relevance order of a search by text (recall.relevance): the neighbours read join the rows, the lists are
     fused beside the context list, then time and lifts apply."""
-    assert query.text is not None
     neighbours, near_rows = near
     listed = set(found.rows)
     for i, row in near_rows.items():
         found.rows.setdefault(i, row)
         found.tiers.setdefault(i, "L3")
-    want = relevance.wanted(query.text, expanded)
-    found.order = relevance.order(found.ranked, found.rows, neighbours, want, tuning, found.part_lists)
+    found.order = relevance.order(found.ranked, found.rows, neighbours, want, tuning, found.part_lists, held)
     ordered = {i for i, _ in found.order}
     for i in [i for i in near_rows if i not in ordered and found.tiers.get(i) == "L3" and i not in listed]:
         del found.rows[i], found.tiers[i]  # a neighbour that neither the context nor a lift scored is no answer

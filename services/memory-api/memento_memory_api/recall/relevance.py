@@ -130,6 +130,12 @@ def row_words(row: Any) -> frozenset[str]:
     return split
 
 
+def holding(rows: Iterable[Any], terms: frozenset[str]) -> dict[str, frozenset[str]]:
+    """Row id -> the question's words (`terms`) the row holds: what the context list scores. The engine takes it for
+    the rows it has while the model embeds the question, so the order after the vector list splits only the rest."""
+    return {row["id"]: row_words(row) & terms for row in rows}
+
+
 def order(
     ranked: Sequence[Sequence[str]],
     rows: dict[str, Any],
@@ -137,11 +143,12 @@ def order(
     want: Wanted,
     tuning: Tuning,
     part_lists: Sequence[Sequence[str]] = (),
+    held: dict[str, frozenset[str]] | None = None,
 ) -> list[tuple[str, float]]:
     """(id, score) best first over the ranked lists' rows and the neighbours read for them (`neighbours`: id -> its
     neighbours' ids, nearest first on either side; every id in `rows`), of which those of the first
     `tuning.candidates` of the lists fused count; `part_lists`, the lexical lists of a multi-part question's parts,
-    weigh `decompose` each."""
+    weigh `decompose` each; `held`, holding(rows, want.terms) for any of the rows, taken beforehand."""
     lists = [[i for i in r if i in rows] for r in ranked]
     fused = rrf(lists, k=tuning.k)
     first = {i for i, _ in fused[: tuning.candidates]}
@@ -153,7 +160,7 @@ def order(
     if tuning.context_weight > 0 and want.terms:
         # equal context scores keep the order the engine's lists gave them (then neighbours no list found, by id)
         prior = {i: n for n, (i, _) in enumerate(rrf(lists, k=tuning.k) if part_lists else fused)}
-        lists.append(context_ranking(lists, rows, neighbours, want.terms, tuning.neighbour_share, prior))
+        lists.append(context_ranking(lists, rows, neighbours, want.terms, tuning.neighbour_share, prior, held))
         weights.append(tuning.context_weight)
     scores = rrf_scores(lists, k=tuning.k, weights=weights)
     if tuning.time_boost > 0 and (want.when or want.periods):
@@ -176,16 +183,19 @@ def context_ranking(
     terms: frozenset[str],
     share: float,
     prior: dict[str, int] | None = None,
+    held: dict[str, frozenset[str]] | None = None,
 ) -> list[str]:
-    """The listed rows and their neighbours by the question's words they hold, and (at `share`) the ones only the
-    rows beside them hold; weighed by rarity among every row read."""
+    """The listed rows and their neighbours by the question's words they hold (`held`: those of any rows already
+    known, holding()), and (at `share`) the ones only the rows beside them hold; weighed by rarity among every row
+    read."""
     adjacent: dict[str, set[str]] = defaultdict(set)
     for i, near in neighbours.items():
         for j in near:
             adjacent[i].add(j)
             adjacent[j].add(i)
     ids = list(dict.fromkeys([i for r in lists for i in r] + list(adjacent)))
-    held = {i: row_words(rows[i]) & terms for i in ids}
+    known = held or {}
+    held = {i: known[i] if i in known else row_words(rows[i]) & terms for i in ids}
     count = len(held)
     frequency = Counter(t for h in held.values() for t in h)
     weight = {t: max(math.log((count + 1) / (frequency[t] + 0.5)), WEIGHT_FLOOR) for t in terms}
