@@ -4,6 +4,7 @@ filters by importance, anchors, case and creation time, recall as of an instant,
 
 from __future__ import annotations
 
+from collections import Counter
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -56,8 +57,8 @@ async def recall(ctx: ToolContext, args: RecallArgs) -> dict[str, Any]:
                        "tokenBudget": args.tokenBudget}  # fmt: skip
             next_cursor = pages.encode(await pages.open_snapshot(ctx, order, options), len(chosen))
         linked_rows, used = await _links(ctx, conn, args, chosen, rows, used, as_of)
-    for tier in found.tiers.values():
-        RECALL_TIER_HITS.labels(tier).inc()
+    for tier, hits in Counter(found.tiers.values()).items():  # a label lookup per tier, not per row (~1 µs each)
+        RECALL_TIER_HITS.labels(tier).inc(hits)
     # for whoever reads a slow recall's trace: which tiers found its candidates (never what was asked)
     trace.get_current_span().set_attribute("memento.recall.tiers", sorted(set(found.tiers.values())))
     result = [render.fragment(rows[i], found.tiers.get(i), found.similarity.get(i)) for i in chosen]
