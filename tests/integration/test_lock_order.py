@@ -1,7 +1,8 @@
 """Writers that lock several fragments lock them in id order, so a writer waiting for one row holds none of the
 others and two of them wait for each other instead of deadlocking (Postgres aborts one of the two): the access flush
-from several memory-api replicas at once (its counts were lost: "access.flush_failed", DeadlockDetectedError), and
-`forget {topic}` (it locked in the scan's order and was aborted: tool.storage_error). A turn's facts
+from several memory-api replicas at once (its counts were lost: "access.flush_failed", DeadlockDetectedError),
+`forget {topic}` (it locked in the scan's order and was aborted: tool.storage_error), and a revive (a fact stored again
+after it was superseded: the row and its successor). A turn's facts
 (test_lifecycle_dialect) and a commit's canonical documents (test_documents_canonical) are held the same way."""
 
 from __future__ import annotations
@@ -11,7 +12,9 @@ import asyncio
 import asyncpg
 
 from memento_memory_api.access import AccessRecorder
+from memento_memory_api.repositories import fragments as repo
 from memento_memory_api.uow import Scope
+from memento_shared.db.rls import set_principal
 
 BUMP = "UPDATE agent_memory.fragments SET access_count = access_count + 1 WHERE id = ANY($1::text[])"
 
@@ -80,3 +83,36 @@ async def test_a_forget_by_topic_waiting_for_a_row_holds_none_of_the_others(memo
         await writer.close()
     assert body["result"]["count"] == 40
     assert await owner_pool.fetchval("SELECT count(*) FROM agent_memory.fragments WHERE id = ANY($1)", ids) == 0
+
+
+async def test_a_revive_waiting_for_its_successor_holds_nothing(tenant, servers, owner_pool):
+    # a fact stored again after it was superseded is revived: it and its successor change together. The successor's id
+    # is the smaller, so in id order the revive waits for it first, holding nothing
+    await owner_pool.execute(INSERT, tenant, 2)
+    ids = [
+        r["id"] for r in await owner_pool.fetch("SELECT id FROM agent_memory.fragments WHERE tenant_id = $1", tenant)
+    ]
+    successor, revived = sorted(ids)
+    await owner_pool.execute("UPDATE agent_memory.fragments SET superseded_by = $2 WHERE id = $1", revived, successor)
+    await owner_pool.execute("UPDATE agent_memory.fragments SET supersedes = $1 WHERE id = $2", revived, successor)
+    other = await asyncpg.connect(servers.owner_url)  # a flush or a tool, holding the successor
+    try:
+        async with owner_pool.acquire() as conn, conn.transaction():
+            await set_principal(conn, tenant_id=tenant, workspace="default", agent_id="default")
+            async with other.transaction():
+                await other.execute(BUMP, [successor])
+                reviving = asyncio.create_task(repo.revive(conn, revived))
+                await asyncio.sleep(0.5)  # the revive now waits for the successor
+                async with asyncio.timeout(5):
+                    await other.execute(BUMP, [revived])  # it must not hold the revived row meanwhile
+            async with asyncio.timeout(5):
+                await reviving
+    finally:
+        await other.close()
+    rows = dict(
+        await owner_pool.fetch(
+            "SELECT id, superseded_by FROM agent_memory.fragments WHERE id = ANY($1)", [successor, revived]
+        )
+    )
+    assert rows == {successor: None, revived: None}
+    assert await owner_pool.fetchval("SELECT supersedes FROM agent_memory.fragments WHERE id = $1", successor) is None

@@ -653,7 +653,14 @@ async def consolidations(conn: asyncpg.Connection, scope: Scope, agents: list[st
 
 async def revive(conn: asyncpg.Connection, fragment_id: str, expires_at: Any = None) -> None:
     """A fact stored again while its row was superseded or expired is current again: no longer superseded (and its
-    successor no longer names it as what it replaced), ending at `expires_at` (None: never)."""
+    successor no longer names it as what it replaced), ending at `expires_at` (None: never). The two rows are locked
+    in id order first, as every writer of several fragments locks them: the update alone locked them in its own
+    order, and deadlocked with an access flush holding the successor (tests/integration/test_lock_order.py)."""
+    await conn.execute(
+        "SELECT 1 FROM agent_memory.fragments WHERE id = $1"
+        " OR id = (SELECT superseded_by FROM agent_memory.fragments WHERE id = $1) ORDER BY id FOR UPDATE",
+        fragment_id,
+    )
     await conn.execute(
         "WITH old AS (SELECT superseded_by FROM agent_memory.fragments WHERE id = $1),"
         " successor AS (UPDATE agent_memory.fragments SET supersedes = NULL, updated_at = now()"
