@@ -16,10 +16,10 @@ of what the conversation says around each candidate, then a boost for time and a
 Neighbours are an ordering (fragments.thread, seq; migration 0019), read per search by one indexed statement: writers
 store a conversation's turns in any order, and links per pair would be rewritten as turns arrive. A search reads the
 neighbours of the lexical list's first `candidates` while the model embeds the question, off the critical path, and
-splits the question's words out of every row it has by then (holding()); those neighbours still among the first
-`candidates` of the fused lists take part. Candidates only the vector list found get no
-neighbours of their own: reading theirs after the vector list put ~0.9 ms on every search's critical path for 0.002 of
-LoCoMo recall@10 (bench/README.md, "Recall by text: what the relevance order costs").
+splits the question's words out of every row it has by then (holding()); the neighbours of those candidates still
+among the first `candidates` of the fused lists take part. Candidates only the vector list found get no neighbours of
+their own: reading theirs after the vector list put ~0.9 ms on every search's critical path for 0.002 of LoCoMo
+recall@10 (bench/README.md, "Recall by text: what the relevance order costs").
 """
 
 from __future__ import annotations
