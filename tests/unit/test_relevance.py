@@ -8,8 +8,8 @@ from memento_memory_api.recall.relevance import (
     WORDS_HELD,
     Tuning,
     Wanted,
+    context,
     context_ranking,
-    holding,
     order,
     parts,
     row_words,
@@ -110,7 +110,8 @@ def test_each_parts_list_weighs_decompose():
 def test_equal_context_scores_keep_the_engines_order_not_the_ids():
     rows = {"b-first": row("b-first", "production every Tuesday", 1), "a-second": row("a-second", "production", 2)}
     # both hold the question's one word alike; the engine's lists put b-first ahead, and the ids say the opposite
-    assert context_ranking([["b-first", "a-second"]], rows, {}, want("production").terms, 0.5, {"b-first": 0}) == [
+    fused = {"b-first": 0.2, "a-second": 0.1}
+    assert context_ranking([["b-first", "a-second"]], rows, {}, want("production").terms, 0.5, fused) == [
         "b-first",
         "a-second",
     ]
@@ -127,36 +128,41 @@ def test_a_rows_words_follow_its_text_and_the_cache_stays_bounded():
     assert len(_WORDS) == WORDS_HELD
 
 
-def test_only_the_first_candidates_neighbours_count():
+def test_every_neighbour_given_counts():
+    # the engine reads the neighbours of the lexical list's first candidates; the order uses all it is given
     rows = {
         "x": row("x", "pottery class pottery", 5),
         "q": row("q", "Did you go to the pottery class?", 1),
         "a": row("a", "Yes, it was wonderful", 2),
     }
-    near = {"q": ["a"]}  # read for a lexical candidate that the fused lists put second
-    assert "a" in ids(order([["x", "q"]], rows, near, want("pottery class"), Tuning(candidates=2)))
-    assert "a" not in ids(order([["x", "q"]], rows, near, want("pottery class"), Tuning(candidates=1)))
+    assert "a" in ids(order([["x", "q"]], rows, {"q": ["a"]}, want("pottery class"), Tuning()))
+    assert "a" not in ids(order([["x", "q"]], rows, {}, want("pottery class"), Tuning()))
 
 
-def test_words_split_beforehand_order_as_words_split_after():
-    # the engine splits the rows it has while the model embeds the question, the vector list's own rows after it
-    rows = {
+def _turns() -> dict:
+    return {
         "q": row("q", "Did you go to the pottery class?", 1),
         "a": row("a", "Yes, it was wonderful", 2),
         "v": row("v", "a class on glazing pottery", 7),
         "x": row("x", "The weather is nice", 9),
     }
-    near = {"q": ["a"]}
-    asked = want("pottery class")
-    before = holding([rows["q"], rows["a"], rows["x"]], asked.terms)
-    assert before == {"q": frozenset({"pottery", "class"}), "a": frozenset(), "x": frozenset()}
+
+
+def test_a_context_made_before_the_vector_list_orders_as_one_made_after_when_it_brings_no_new_row():
+    # the engine scores the context while the model embeds the question, over the rows it has by then
+    rows, near, asked = _turns(), {"q": ["a"]}, want("pottery class")
+    before = context([["q", "x"]], rows, near, asked.terms, Tuning().neighbour_share)
+    assert before.seen == {"q", "x", "a"} and set(before.scores) == {"q", "a"}
+    ranked = [["x", "q"], ["q", "x"]]
+    assert order(ranked, rows, near, asked, Tuning(), known=before) == order(ranked, rows, near, asked, Tuning())
+
+
+def test_a_row_only_the_vector_list_found_is_scored_by_its_own_words():
+    rows, near, asked = _turns(), {"q": ["a"]}, want("pottery class")
+    before = context([["q", "x"]], rows, near, asked.terms, Tuning().neighbour_share)
+    assert before.own(rows["v"]) == before.scores["q"]  # both words its own, weighed as among q, x and a
+    assert before.own(rows["x"]) == 0
     ranked = [["v", "x"], ["q", "x"]]
-    assert order(ranked, rows, near, asked, Tuning(), held=before) == order(ranked, rows, near, asked, Tuning())
-
-
-def test_the_order_scores_the_words_it_is_given_for_a_row():
-    # `held` is what the rows held when they were read: the order does not split those rows again
-    rows = {"q": row("q", "nothing to see", 1), "x": row("x", "pottery", 9)}
-    given = {"q": frozenset({"pottery", "class"})}
-    assert context_ranking([["x", "q"]], rows, {}, want("pottery class").terms, 0.5, held=given)[0] == "q"
-    assert context_ranking([["x", "q"]], rows, {}, want("pottery class").terms, 0.5)[0] == "x"
+    ranking = context_ranking(ranked, rows, near, asked.terms, 0.5, known=before)
+    assert ranking[:2] == ["q", "v"] and "x" not in ranking  # v ties with q, which the lists fused put ahead
+    assert ids(order(ranked, rows, near, asked, Tuning(), known=before))[:2] == ["q", "v"]

@@ -237,11 +237,11 @@ async def _by_text(
         first = [found.rows[i] for i in lexical_ids[: tuning.candidates] if i in found.rows]
         near = await relevance.read_neighbours(conn, scope, agents, first, tuning.window, _filters(query))
     want = relevance.wanted(query.text, expanded) if query.text and query.lexical else None
-    # the question's words each row known so far holds (the neighbours' first: where a row is both, the order scores
-    # the one found.rows keeps), split while the model works rather than after the vector list
-    held: dict[str, frozenset[str]] = {}
-    if want is not None and tuning.context_weight > 0:
-        held = relevance.holding([*near[1].values(), *found.rows.values()], want.terms)
+    # the context list of the rows known so far, scored while the model works rather than after the vector list
+    known = None
+    if want is not None and want.terms and tuning.context_weight > 0:
+        lists = [*found.ranked, lexical_ids, *found.part_lists]
+        known = relevance.context(lists, near[1] | found.rows, near[0], want.terms, tuning.neighbour_share)
     query_vector = query.vector if query.vector is not None else await embedding if embedding is not None else None
     if query_vector is not None and strategy is not None:
         hits = await vector.search(conn, strategy, query_vector)
@@ -255,7 +255,7 @@ async def _by_text(
         await vector.release(conn, strategy)
     if want is not None:
         found.ranked.append(lexical_ids)
-        _arrange(found, want, tuning, near, held)
+        _arrange(found, want, tuning, near, known)
     SEARCH_LATENCY.labels("hybrid" if query_vector is not None else "lexical").observe(time.perf_counter() - started)
 
 
@@ -271,7 +271,7 @@ def _filters(query: Query) -> dict[str, Any]:
 
 
 def _arrange(
-    found: Found, want: relevance.Wanted, tuning: relevance.Tuning, near: Near, held: dict[str, frozenset[str]]
+    found: Found, want: relevance.Wanted, tuning: relevance.Tuning, near: Near, known: relevance.Context | None
 ) -> None:
     """The relevance order of a search by text (recall.relevance): the neighbours read join the rows, the lists are
     fused beside the context list, then time and lifts apply."""
@@ -280,7 +280,7 @@ def _arrange(
     for i, row in near_rows.items():
         found.rows.setdefault(i, row)
         found.tiers.setdefault(i, "L3")
-    found.order = relevance.order(found.ranked, found.rows, neighbours, want, tuning, found.part_lists, held)
+    found.order = relevance.order(found.ranked, found.rows, neighbours, want, tuning, found.part_lists, known)
     ordered = {i for i, _ in found.order}
     for i in [i for i in near_rows if i not in ordered and found.tiers.get(i) == "L3" and i not in listed]:
         del found.rows[i], found.tiers[i]  # a neighbour that neither the context nor a lift scored is no answer

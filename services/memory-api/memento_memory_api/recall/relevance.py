@@ -5,7 +5,8 @@ of what the conversation says around each candidate, then a boost for time and a
   hold (the turns just before and after it), each weighed by how rare it is among the rows read. A reply is found by
   the words of the question asked just before it (LoCoMo's multi-hop questions). Neighbours no list found join here.
   A row's own words always weigh more than the same words around it, so a direct hit stays ahead of a row that only
-  borders it.
+  borders it. Scored (context()) while the model embeds the question, over the rows known by then; a row only the
+  vector list finds is scored afterwards by its own words, weighed as among those rows.
 - time: for a "when" question, a row that names a time scores `1 + time_boost` times as much; for a question naming a
   time, a row said at or about that time does.
 - parts (off unless RECALL_DECOMPOSE): a question of several clauses ("... on a hike and had a bad experience") is
@@ -16,10 +17,9 @@ of what the conversation says around each candidate, then a boost for time and a
 Neighbours are an ordering (fragments.thread, seq; migration 0019), read per search by one indexed statement: writers
 store a conversation's turns in any order, and links per pair would be rewritten as turns arrive. A search reads the
 neighbours of the lexical list's first `candidates` while the model embeds the question, off the critical path, and
-splits the question's words out of every row it has by then (holding()); the neighbours of those candidates still
-among the first `candidates` of the fused lists take part. Candidates only the vector list found get no neighbours of
-their own: reading theirs after the vector list put ~0.9 ms on every search's critical path for 0.002 of LoCoMo
-recall@10 (bench/README.md, "Recall by text: what the relevance order costs").
+scores the context list over them and the lexical side's rows then. Candidates only the vector list found get no
+neighbours of their own: reading theirs after the vector list put ~0.9 ms on every search's critical path for 0.002 of
+LoCoMo recall@10 (bench/README.md, "Recall by text: what the relevance order costs").
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from typing import Any
 
 import asyncpg
 
-from memento_memory_api.recall.fusion import rrf, rrf_scores
+from memento_memory_api.recall.fusion import rrf_scores
 from memento_memory_api.repositories import fragments as repo
 from memento_memory_api.uow import Scope
 from memento_shared.text import dates
@@ -131,10 +131,50 @@ def row_words(row: Any) -> frozenset[str]:
     return split
 
 
-def holding(rows: Iterable[Any], terms: frozenset[str]) -> dict[str, frozenset[str]]:
-    """Row id -> the question's words (`terms`) the row holds: what the context list scores. The engine takes it for
-    the rows it has while the model embeds the question, so the order after the vector list splits only the rest."""
-    return {row["id"]: row_words(row) & terms for row in rows}
+@dataclass(frozen=True)
+class Context:
+    """The context list's scores of the rows known when it was made (context()), and each of the question's words
+    weighed by its rarity among them."""
+
+    scores: dict[str, float]  # id -> score, for the rows that hold a word or border one that does
+    seen: frozenset[str]  # every row it weighed, scored or not
+    terms: frozenset[str]
+    weight: dict[str, float]  # term -> weight
+
+    def own(self, row: Any) -> float:
+        """A row found afterwards (the vector list's): the words it holds itself, weighed as among the rows seen."""
+        held = row_words(row) & self.terms
+        return sum(self.weight[t] for t in held) if held else 0.0
+
+
+def context(
+    lists: Iterable[Sequence[str]],
+    rows: dict[str, Any],
+    neighbours: dict[str, list[str]],
+    terms: frozenset[str],
+    share: float,
+) -> Context:
+    """The listed rows and their neighbours (`neighbours`: id -> its neighbours' ids; all in `rows`) by the question's
+    words they hold, and (at `share`) the ones only the rows beside them hold; weighed by rarity among those rows."""
+    adjacent: dict[str, set[str]] = defaultdict(set)
+    for i, near in neighbours.items():
+        for j in near:
+            adjacent[i].add(j)
+            adjacent[j].add(i)
+    ids = dict.fromkeys([i for r in lists for i in r if i in rows] + list(adjacent))
+    held = {i: row_words(rows[i]) & terms for i in ids}
+    count = len(held)
+    frequency = Counter(t for h in held.values() for t in h)
+    weight = {t: max(math.log((count + 1) / (frequency[t] + 0.5)), WEIGHT_FLOOR) for t in terms}
+    scores = {}
+    for i in ids:  # most rows hold none of the words, nor do their neighbours
+        own, beside = held[i], adjacent.get(i)
+        around = set().union(*(held[j] for j in beside)) - own if beside else ()
+        if own or around:
+            scores[i] = (sum(weight[t] for t in own) if own else 0) + (
+                share * sum(weight[t] for t in around) if around else 0
+            )
+    return Context(scores, frozenset(ids), terms, weight)
 
 
 def order(
@@ -144,26 +184,22 @@ def order(
     want: Wanted,
     tuning: Tuning,
     part_lists: Sequence[Sequence[str]] = (),
-    held: dict[str, frozenset[str]] | None = None,
+    known: Context | None = None,
 ) -> list[tuple[str, float]]:
     """(id, score) best first over the ranked lists' rows and the neighbours read for them (`neighbours`: id -> its
-    neighbours' ids, nearest first on either side; every id in `rows`), of which those of the first
-    `tuning.candidates` of the lists fused count; `part_lists`, the lexical lists of a multi-part question's parts,
-    weigh `decompose` each; `held`, holding(rows, want.terms) for any of the rows, taken beforehand."""
+    neighbours' ids, nearest first on either side; every id in `rows`); `part_lists`, the lexical lists of a
+    multi-part question's parts, weigh `decompose` each; `known`, the context of the rows known before the vector list
+    (the listed rows the context did not see are scored by their own words), else one made here of every list."""
     lists = [[i for i in r if i in rows] for r in ranked]
-    fused = rrf(lists, k=tuning.k)
-    first = {i for i, _ in fused[: tuning.candidates]}
-    neighbours = {i: near for i, near in neighbours.items() if i in first}
     weights = [1.0] * len(lists)
     for part in part_lists:
         lists.append([i for i in part if i in rows])
         weights.append(tuning.decompose)
-    if tuning.context_weight > 0 and want.terms:
-        # equal context scores keep the order the engine's lists gave them (then neighbours no list found, by id)
-        prior = {i: n for n, (i, _) in enumerate(rrf(lists, k=tuning.k) if part_lists else fused)}
-        lists.append(context_ranking(lists, rows, neighbours, want.terms, tuning.neighbour_share, prior, held))
-        weights.append(tuning.context_weight)
     scores = rrf_scores(lists, k=tuning.k, weights=weights)
+    if tuning.context_weight > 0 and want.terms:  # the context list fused beside the others
+        ranking = context_ranking(lists, rows, neighbours, want.terms, tuning.neighbour_share, scores, known)
+        for rank, i in enumerate(ranking, start=1):
+            scores[i] = scores.get(i, 0.0) + tuning.context_weight / (tuning.k + rank)
     if tuning.time_boost > 0 and (want.when or want.periods):
         for i in scores:
             if _timely(rows[i], want):
@@ -178,38 +214,25 @@ def order(
 
 
 def context_ranking(
-    lists: Iterable[Sequence[str]],
+    lists: Sequence[Sequence[str]],
     rows: dict[str, Any],
     neighbours: dict[str, list[str]],
     terms: frozenset[str],
     share: float,
-    prior: dict[str, int] | None = None,
-    held: dict[str, frozenset[str]] | None = None,
+    fused: dict[str, float] | None = None,
+    known: Context | None = None,
 ) -> list[str]:
-    """The listed rows and their neighbours by the question's words they hold (`held`: those of any rows already
-    known, holding()), and (at `share`) the ones only the rows beside them hold; weighed by rarity among every row
-    read."""
-    adjacent: dict[str, set[str]] = defaultdict(set)
-    for i, near in neighbours.items():
-        for j in near:
-            adjacent[i].add(j)
-            adjacent[j].add(i)
-    ids = list(dict.fromkeys([i for r in lists for i in r] + list(adjacent)))
-    known = held or {}
-    held = {i: known[i] if i in known else row_words(rows[i]) & terms for i in ids}
-    count = len(held)
-    frequency = Counter(t for h in held.values() for t in h)
-    weight = {t: max(math.log((count + 1) / (frequency[t] + 0.5)), WEIGHT_FLOOR) for t in terms}
-    scores = {}
-    for i in ids:  # most rows hold none of the words, nor do their neighbours
-        own, beside = held[i], adjacent.get(i)
-        around = set().union(*(held[j] for j in beside)) - own if beside else ()
-        if own or around:
-            scores[i] = (sum(weight[t] for t in own) if own else 0) + (
-                share * sum(weight[t] for t in around) if around else 0
-            )
-    prior = prior or {}
-    return sorted(scores, key=lambda i: (-scores[i], prior.get(i, len(prior)), i))
+    """The context list: `known`'s rows and the listed rows it did not see (by their own words), or context() of the
+    lists; equal scores keep the order the lists' `fused` scores give them (then neighbours no list found, by id)."""
+    if known is None:
+        known = context(lists, rows, neighbours, terms, share)
+    scores = dict(known.scores)
+    for i in (i for r in lists for i in r if i not in known.seen):
+        score = known.own(rows[i])
+        if score:
+            scores[i] = score
+    fused = fused or {}
+    return sorted(scores, key=lambda i: (-scores[i], -fused.get(i, 0.0), i))
 
 
 def _timely(row: Any, want: Wanted) -> bool:
