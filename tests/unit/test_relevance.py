@@ -42,7 +42,8 @@ def test_a_reply_is_found_by_the_question_before_it():
         "x": row("x", "The weather is nice", 9),
     }
     near = {"q": ["a"], "x": []}
-    ranked = context_ranking([["q", "x"]], rows, near, want("pottery class").terms, 0.5)
+    lists = [["q", "x"]]
+    ranked = context_ranking(lists, rows, context(lists, rows, near, want("pottery class").terms, 0.5))
     assert ranked == ["q", "a"]  # the reply joins, below the turn that holds the words itself
 
 
@@ -110,8 +111,8 @@ def test_each_parts_list_weighs_decompose():
 def test_equal_context_scores_keep_the_engines_order_not_the_ids():
     rows = {"b-first": row("b-first", "production every Tuesday", 1), "a-second": row("a-second", "production", 2)}
     # both hold the question's one word alike; the engine's lists put b-first ahead, and the ids say the opposite
-    fused = {"b-first": 0.2, "a-second": 0.1}
-    assert context_ranking([["b-first", "a-second"]], rows, {}, want("production").terms, 0.5, fused) == [
+    fused, lists = {"b-first": 0.2, "a-second": 0.1}, [["b-first", "a-second"]]
+    assert context_ranking(lists, rows, context(lists, rows, {}, want("production").terms, 0.5), fused) == [
         "b-first",
         "a-second",
     ]
@@ -163,6 +164,6 @@ def test_a_row_only_the_vector_list_found_is_scored_by_its_own_words():
     assert before.own(rows["v"]) == before.scores["q"]  # both words its own, weighed as among q, x and a
     assert before.own(rows["x"]) == 0
     ranked = [["v", "x"], ["q", "x"]]
-    ranking = context_ranking(ranked, rows, near, asked.terms, 0.5, known=before)
+    ranking = context_ranking(ranked, rows, before)
     assert ranking[:2] == ["q", "v"] and "x" not in ranking  # v ties with q, which the lists fused put ahead
     assert ids(order(ranked, rows, near, asked, Tuning(), known=before))[:2] == ["q", "v"]

@@ -197,7 +197,8 @@ def order(
         weights.append(tuning.decompose)
     scores = rrf_scores(lists, k=tuning.k, weights=weights)
     if tuning.context_weight > 0 and want.terms:  # the context list fused beside the others
-        ranking = context_ranking(lists, rows, neighbours, want.terms, tuning.neighbour_share, scores, known)
+        known = known or context(lists, rows, neighbours, want.terms, tuning.neighbour_share)
+        ranking = context_ranking(lists, rows, known, scores)
         for rank, i in enumerate(ranking, start=1):
             scores[i] = scores.get(i, 0.0) + tuning.context_weight / (tuning.k + rank)
     if tuning.time_boost > 0 and (want.when or want.periods):
@@ -214,18 +215,10 @@ def order(
 
 
 def context_ranking(
-    lists: Sequence[Sequence[str]],
-    rows: dict[str, Any],
-    neighbours: dict[str, list[str]],
-    terms: frozenset[str],
-    share: float,
-    fused: dict[str, float] | None = None,
-    known: Context | None = None,
+    lists: Sequence[Sequence[str]], rows: dict[str, Any], known: Context, fused: dict[str, float] | None = None
 ) -> list[str]:
-    """The context list: `known`'s rows and the listed rows it did not see (by their own words), or context() of the
-    lists; equal scores keep the order the lists' `fused` scores give them (then neighbours no list found, by id)."""
-    if known is None:
-        known = context(lists, rows, neighbours, terms, share)
+    """The context list: `known`'s rows and the listed rows it did not see (by their own words); equal scores keep the
+    order the lists' `fused` scores give them (then neighbours no list found, by id)."""
     scores = dict(known.scores)
     for i in (i for r in lists for i in r if i not in known.seen):
         score = known.own(rows[i])
