@@ -164,6 +164,8 @@ def test_a_row_only_the_vector_list_found_is_scored_by_its_own_words():
     assert before.own(rows["v"]) == before.scores["q"]  # both words its own, weighed as among q, x and a
     assert before.own(rows["x"]) == 0
     ranked = [["v", "x"], ["q", "x"]]
+    fused = {"q": 0.1, "v": 0.2, "x": 0.3}  # the tie goes the fused lists' way, not the ids'
+    assert context_ranking(ranked, rows, before, fused)[:2] == ["v", "q"]
     ranking = context_ranking(ranked, rows, before)
-    assert ranking[:2] == ["q", "v"] and "x" not in ranking  # v ties with q, which the lists fused put ahead
+    assert ranking[:2] == ["q", "v"] and "x" not in ranking  # x holds no word, nor does a row beside it
     assert ids(order(ranked, rows, near, asked, Tuning(), known=before))[:2] == ["q", "v"]

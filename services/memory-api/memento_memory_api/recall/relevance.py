@@ -138,7 +138,7 @@ class Context:
 
     scores: dict[str, float]  # id -> score, for the rows that hold a word or border one that does
     seen: frozenset[str]  # every row it weighed, scored or not
-    terms: frozenset[str]
+    terms: frozenset[str]  # weight's keys, as a set to intersect a row's words with
     weight: dict[str, float]  # term -> weight
 
     def own(self, row: Any) -> float:
