@@ -93,6 +93,8 @@ def print_table(results: dict) -> None:
         )
     if results.get("memory_mb"):
         print("memory (PSS MB): " + ", ".join(f"{k} {v}" for k, v in results["memory_mb"].items()))
+    if results.get("full_collections"):
+        print("full GC collections since start: " + collections_text(results["full_collections"]))
     if results.get("embedding_lag"):
         lag = results["embedding_lag"]
         print(
@@ -126,7 +128,18 @@ def markdown(results: dict) -> str:
         ]
     if results.get("memory_mb"):
         lines += ["", "Memory (PSS, MB): " + ", ".join(f"{k} {v}" for k, v in results["memory_mb"].items()) + "."]
+    if results.get("full_collections"):
+        lines += [
+            "",
+            "Full (generation 2) GC collections since each service started, startup's own included: "
+            + collections_text(results["full_collections"])
+            + ".",
+        ]
     return "\n".join(lines)
+
+
+def collections_text(collections: dict[str, dict]) -> str:
+    return ", ".join(f"{name} {c['count']} ({c['total_ms']} ms in all)" for name, c in collections.items())
 
 
 def replace_readme_block(name: str, markdown_text: str) -> bool:

@@ -23,10 +23,12 @@ import time
 from pathlib import Path
 from urllib.parse import urlsplit
 
+import httpx
 import psutil
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
+from prometheus_client.parser import text_string_to_metric_families
 
 from bench.corpus import TOPICS, fragments, keyword_pool, queries
 from bench.load import load
@@ -121,6 +123,27 @@ class System:
                 return p.memory_info().rss / 2**20
 
         return {k: round(v, 1) for k, v in sorted(self._per_component(pss).items())}
+
+    def full_collections(self) -> dict[str, dict]:
+        """Per service, the generation 2 collections timed so far (memento_gc_pause_seconds): a full collection
+        holds every request in flight, so their count and time say what the p99 rows owe the collector."""
+        out = {}
+        for name in ("gateway", "memory-api", "embedder"):
+            try:
+                text = httpx.get(self.service_url(name) + "/metrics", timeout=10, trust_env=False).text
+            except httpx.HTTPError:
+                continue
+            values = {
+                s.name: s.value
+                for family in text_string_to_metric_families(text)
+                for s in family.samples
+                if s.name.startswith("memento_gc_pause_seconds_") and s.labels.get("generation") == "2"
+            }
+            if values:
+                count = values.get("memento_gc_pause_seconds_count", 0)
+                total = values.get("memento_gc_pause_seconds_sum", 0)
+                out[name] = {"count": int(count), "total_ms": round(1000 * total, 1)}
+        return out
 
     def cpu_seconds(self) -> dict[str, float]:
         """CPU seconds (user + system) used so far per service; the caller's own process is reported as `bench`."""
@@ -418,6 +441,7 @@ async def main_async(args: argparse.Namespace) -> dict:
                     )
         results["memory_mb"] = system.memory()
         if not args.url:
+            results["full_collections"] = system.full_collections()
             results["embedding_lag"] = await embedding_lag(system, workload.run)
         return results
     finally:

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import contextlib
+import socket
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import uvicorn
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -14,20 +15,30 @@ from memento_shared.telemetry.tracing import traced_asgi
 
 
 class QuietServer(uvicorn.Server):
-    """uvicorn without its own signal capture: the service's shutdown sequence owns SIGTERM/SIGINT."""
+    """uvicorn without its own signal capture: the service's shutdown sequence owns SIGTERM/SIGINT. `on_started`
+    runs once the app's startup is over and the socket listens (a service's entry point settles its heap there)."""
+
+    def __init__(self, config: uvicorn.Config, on_started: Callable[[], None] | None = None) -> None:
+        super().__init__(config)
+        self.on_started = on_started
 
     @contextlib.contextmanager
     def capture_signals(self) -> Iterator[None]:
         yield
 
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets=sockets)
+        if self.started and self.on_started is not None:
+            self.on_started()
 
-def make_server(app: ASGIApp, host: str, port: int) -> QuietServer:
+
+def make_server(app: ASGIApp, host: str, port: int, on_started: Callable[[], None] | None = None) -> QuietServer:
     """Every service's HTTP server: server spans that continue the caller's trace, signals left to the service."""
     app = traced_asgi(app)
     config = uvicorn.Config(
         app, host=host, port=port, log_config=None, access_log=False, lifespan="on", timeout_graceful_shutdown=10
     )
-    return QuietServer(config)
+    return QuietServer(config, on_started)
 
 
 class RequestMetrics:

@@ -40,7 +40,7 @@ from starlette.applications import Starlette
 from starlette.responses import JSONResponse
 from starlette.routing import BaseRoute, Route
 
-from memento_shared import redis_client
+from memento_shared import heap, redis_client
 from memento_shared.db import dead_letters
 from memento_shared.db.pool import create_pool
 from memento_shared.db.rls import set_system
@@ -545,6 +545,7 @@ async def run_worker(
     settings = settings or Settings()
     setup_logging(name, settings.log_level)
     setup_tracing(f"memento-{name}", settings.otel_exporter_otlp_endpoint)
+    heap.observe_pauses()
     max_jobs = settings.worker_max_jobs or max_jobs
     rt = await open_runtime(name, settings, max_jobs)
     if on_startup:
@@ -557,6 +558,7 @@ async def run_worker(
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     await host.start()
+    heap.settle()  # what startup built (the runtime, a model) is the process's for good (memento_shared.heap)
     log.info("worker.started", extra={"worker": name, "port": port})
     stopper = asyncio.create_task(stop.wait())
     await asyncio.wait([stopper, asyncio.create_task(host.wait())], return_when=asyncio.FIRST_COMPLETED)

@@ -170,3 +170,13 @@ async def test_named_metrics_move_after_a_tool_call(system):
     for service in SERVICES:
         families = {f.name for f in text_string_to_metric_families(httpx.get(urls[service] + "/metrics").text)}
         assert "memento_http_requests" in families, service
+
+
+def test_every_service_froze_what_its_startup_built(system):
+    """memento_shared.heap: once started, each service collected startup's garbage (a generation 2 collection, timed
+    into memento_gc_pause_seconds) and froze the rest, so later full collections do not walk it again."""
+    urls = {"gateway": system.base_url} | {s: system.service_url(s) for s in SERVICES}
+    for service, url in urls.items():
+        samples = scrape(url)
+        assert total(samples, "memento_gc_pause_seconds_count", generation="2") >= 1, service
+        assert total(samples, "memento_gc_frozen_objects") > 10_000, service

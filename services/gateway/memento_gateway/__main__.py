@@ -7,7 +7,7 @@ import logging
 import signal
 
 from memento_gateway.app import create_app
-from memento_shared import eventloop
+from memento_shared import eventloop, heap
 from memento_shared.http import make_server
 from memento_shared.settings import Settings
 from memento_shared.telemetry.logging import setup_logging
@@ -38,7 +38,7 @@ async def serve(settings: Settings) -> None:
     settings = settings.model_copy(update={"bind_host": host})
     details = {"host": host, "port": settings.port, "requires_key": bool(settings.memento_access_key)}
     log.info("gateway.listening", extra={**details, "ttl_minutes": settings.session_ttl_minutes})
-    server = make_server(create_app(settings), host, settings.port)
+    server = make_server(create_app(settings), host, settings.port, on_started=heap.settle)
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, lambda: setattr(server, "should_exit", True))
@@ -48,6 +48,7 @@ async def serve(settings: Settings) -> None:
 def main() -> None:
     settings = Settings()
     setup_logging("gateway", settings.log_level)
+    heap.observe_pauses()
     setup_tracing("memento-gateway", settings.otel_exporter_otlp_endpoint)
     eventloop.run(serve(settings))
 

@@ -6,7 +6,7 @@ import asyncio
 import signal
 
 from memento_memory_api.app import create_app
-from memento_shared import eventloop
+from memento_shared import eventloop, heap
 from memento_shared.http import make_server
 from memento_shared.settings import Settings
 from memento_shared.telemetry.logging import setup_logging
@@ -14,7 +14,7 @@ from memento_shared.telemetry.tracing import setup_tracing
 
 
 async def serve(settings: Settings) -> None:
-    server = make_server(create_app(settings), settings.bind_host, settings.memory_api_port)
+    server = make_server(create_app(settings), settings.bind_host, settings.memory_api_port, on_started=heap.settle)
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, lambda: setattr(server, "should_exit", True))
@@ -24,6 +24,7 @@ async def serve(settings: Settings) -> None:
 def main() -> None:
     settings = Settings()
     setup_logging("memory-api", settings.log_level)
+    heap.observe_pauses()
     setup_tracing("memento-memory-api", settings.otel_exporter_otlp_endpoint)
     eventloop.run(serve(settings))
 

@@ -129,3 +129,15 @@ MEMORY_FACT_WRITES = Counter("mcp_memory_fact_write_total", "Facts written by ti
 MEMORY_IDEMPOTENCY_CONFLICTS = Counter(
     "mcp_memory_idempotency_conflicts_total", "Turn commits refused as a duplicate in progress", registry=REGISTRY
 )
+
+# --- the process (memento_shared.heap) ---
+GC_PAUSE = Histogram(
+    "memento_gc_pause_seconds",
+    "Time the cyclic garbage collector held the process, by generation (a full collection stalls every request)",
+    ["generation"],
+    buckets=(0.0001, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25),
+    registry=REGISTRY,
+)
+GC_FROZEN = Gauge(
+    "memento_gc_frozen_objects", "Objects frozen when startup was over: full collections skip them", registry=REGISTRY
+)
