@@ -145,3 +145,28 @@ async def test_the_trigram_fallback_keeps_to_the_topic(app_pool, owner_pool, ten
         by_type = await lexical.search(uow.conn, "ERR_CONN_RESE", scope, None, 5, ftype="error")
     assert len(everything) == 5 and in_b not in everything
     assert by_topic == by_type == [in_b]
+
+
+async def test_rewritten_rows_do_not_change_the_answer(app_pool, owner_pool, tenant):
+    # 250 matches: all of them ranked (below the cap), their terms weighed over a 200-row sample. 100 older "alpha"
+    # rows are written first, then 150 newer "beta" ones; rewriting the alpha rows (as an access flush rewrites the
+    # rows a recall returned) moves them to the end of the table. A sample taken in table order then holds other
+    # rows, the terms weigh differently and the answer flips; taken by id, it is the same sample.
+    alpha = [(f"frag-a{tenant[-6:]}{i:04d}", f"alpha note number {i}") for i in range(100)]
+    beta = [(f"frag-b{tenant[-6:]}{i:04d}", f"beta note number {i}") for i in range(150)]
+    await _store(owner_pool, tenant, alpha, days_old=2)
+    await _store(owner_pool, tenant, beta, days_old=1)
+    scope = Scope(tenant, "default", "default")
+
+    async def ask() -> list[str]:
+        async with UnitOfWorkFactory(app_pool)(scope) as uow:
+            return await lexical.search(uow.conn, "alpha beta", scope, None, 5)
+
+    before = await ask()
+    moved = await owner_pool.fetchval(
+        "WITH u AS (UPDATE agent_memory.fragments SET access_count = access_count + 1"
+        " WHERE tenant_id = $1 AND id LIKE 'frag-a%' RETURNING ctid) SELECT count(*) FROM u",
+        tenant,
+    )
+    assert moved == 100
+    assert await ask() == before

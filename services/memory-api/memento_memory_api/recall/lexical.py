@@ -22,9 +22,11 @@ def terms(text: str) -> list[str]:
     return out[:32]
 
 
-# Each term weighs by how rarely the caller's matches hold it (an inverse document frequency, counted over the first
-# SAMPLE matches), and fragments rank by the summed weights of the terms they hold, then by ts_rank_cd, then newest
-# first: the rarest words of a question (a name, an identifier) say most about what it wants. On LoCoMo this took
+# Each term weighs by how rarely the caller's matches hold it (an inverse document frequency, counted over SAMPLE of
+# the matches, taken by id: in table order, a row rewritten by an access flush or an amend moved the sample and the
+# same question on the same rows was answered differently), and fragments rank by the summed weights of the terms they
+# hold, then by ts_rank_cd, then newest first: the rarest words of a question (a name, an identifier) say most about
+# what it wants. On LoCoMo this took
 # hybrid recall@10 from 0.617 (ts_rank_cd alone) to 0.654 (README table).
 #
 # Ranking every match does not scale: in a million fragments a common word matches a quarter of them, and ranking
@@ -74,7 +76,7 @@ all_terms AS MATERIALIZED (
     WHERE f.tenant_id = $7 AND f.workspace = $8 AND (SELECT hit FROM capped)
       AND f.tsv @@ to_tsquery('simple', $2) AND ($3::text[] IS NULL OR f.agent_id = ANY($3))
       AND {_TOPIC_TYPE.format("f")} LIMIT $5),
-sample AS MATERIALIZED (SELECT tsv FROM any_term LIMIT $12),
+sample AS MATERIALIZED (SELECT tsv FROM any_term ORDER BY id LIMIT $12),
 terms AS MATERIALIZED (
     SELECT t.term, t.q, ln(((SELECT count(*) FROM sample) + 1)::float8 / (n.in_sample + 1)) AS weight, n.in_sample
     FROM (SELECT term, to_tsquery('simple', term) AS q FROM unnest($6::text[]) term) t
@@ -100,7 +102,7 @@ SELECT id, pass FROM (
     SELECT p.*, 1 AS pass,
         coalesce((SELECT sum(t.weight) FROM terms t WHERE p.tsv @@ t.q), 0)
     FROM pool p WHERE (SELECT count(*) FROM all_terms) < $4) c
-ORDER BY pass, weight DESC, ts_rank_cd(tsv, to_tsquery('simple', $1), 32) DESC, created_at DESC LIMIT $4
+ORDER BY pass, weight DESC, ts_rank_cd(tsv, to_tsquery('simple', $1), 32) DESC, created_at DESC, id LIMIT $4
 """
 
 
