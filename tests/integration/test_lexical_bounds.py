@@ -151,7 +151,7 @@ async def test_rewritten_rows_do_not_change_the_answer(app_pool, owner_pool, ten
     # 250 matches: all of them ranked (below the cap), their terms weighed over a 200-row sample. 100 older "alpha"
     # rows are written first, then 150 newer "beta" ones; rewriting the alpha rows (as an access flush rewrites the
     # rows a recall returned) moves them to the end of the table. A sample taken in table order then holds other
-    # rows, the terms weigh differently and the answer flips; taken by id, it is the same sample.
+    # rows, the terms weigh differently and other rows come first; taken by id, it is the same sample.
     alpha = [(f"frag-a{tenant[-6:]}{i:04d}", f"alpha note number {i}") for i in range(100)]
     beta = [(f"frag-b{tenant[-6:]}{i:04d}", f"beta note number {i}") for i in range(150)]
     await _store(owner_pool, tenant, alpha, days_old=2)
