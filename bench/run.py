@@ -128,7 +128,7 @@ class System:
         """Per service, the generation 2 collections timed so far (memento_gc_pause_seconds): a full collection
         holds every request in flight, so their count and time say what the p99 rows owe the collector."""
         out = {}
-        for name in ("gateway", "memory-api", "embedder"):
+        for name in sorted(self.info.get("ports", {})):  # every service the launcher started settles its heap
             try:
                 text = httpx.get(self.service_url(name) + "/metrics", timeout=10, trust_env=False).text
             except httpx.HTTPError:
