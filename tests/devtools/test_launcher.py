@@ -7,6 +7,7 @@ launcher itself: startup order, run.json, the banner, Ctrl-C, crashes, and that 
 
 from __future__ import annotations
 
+import asyncio
 import fcntl
 import json
 import os
@@ -121,6 +122,45 @@ async def test_embedded_postgres_scram_extensions_restart_and_clean_stop(tmp_pat
     finally:
         pg.stop()
     assert_all_gone(server_processes)
+
+
+async def test_embedded_postgres_comes_back_with_what_its_cache_held(tmp_path: Path) -> None:
+    """A table read before a restart is in shared buffers after it without being read again (autoprewarm)."""
+    pg = start_postgres(tmp_path / "pg", owner_password=OWNER_PASSWORD, settings=SMALL_PG)
+    try:
+        pg.create_database("scratch")
+        conn = await asyncpg.connect(pg.url(database="scratch"))
+        cached = "SELECT count(*) FROM pg_buffercache WHERE relfilenode = pg_relation_filenode('warm')"
+        try:
+            await conn.execute("CREATE EXTENSION pg_buffercache")
+            await conn.execute(
+                "CREATE TABLE warm AS SELECT i, repeat('x', 500) AS body FROM generate_series(1, 5000) i"
+            )
+            # under a quarter of the cache, so a scan keeps every block it reads (larger ones get a small ring)
+            blocks = await conn.fetchval("SELECT pg_relation_size('warm') / 8192")
+            assert await conn.fetchval("SELECT count(*) FROM warm") == 5000
+            assert await conn.fetchval(cached) == blocks
+        finally:
+            await conn.close()
+    finally:
+        pg.stop()
+
+    pg = start_postgres(tmp_path / "pg", owner_password=OWNER_PASSWORD, settings=SMALL_PG)
+    try:
+        conn = await asyncpg.connect(pg.url(database="scratch"))
+        try:
+
+            async def held() -> int:
+                deadline = time.monotonic() + 30
+                while (count := await conn.fetchval(cached)) < blocks and time.monotonic() < deadline:
+                    await asyncio.sleep(0.1)
+                return count
+
+            assert await held() == blocks  # every block, and none of them read by a query since the start
+        finally:
+            await conn.close()
+    finally:
+        pg.stop()
 
 
 # --------------------------------------------------------------------------------------------------
