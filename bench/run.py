@@ -382,6 +382,8 @@ async def wait_for_l1(system: System) -> None:
 
 
 async def main_async(args: argparse.Namespace) -> dict:
+    global WORKSPACE  # every step reads it; --workspace points them all at another one
+    WORKSPACE = args.workspace
     system = System(args)
     system.start()
     try:
@@ -461,6 +463,12 @@ def main() -> None:
     parser.add_argument("--data-dir", help="data dir for the started system (default: a fresh temporary one)")
     parser.add_argument("--port", type=int, default=56432, help="gateway port of the started system")
     parser.add_argument("--no-readme", action="store_true", help="do not refresh the README table")
+    parser.add_argument(
+        "--workspace",
+        default=WORKSPACE,
+        help="the workspace loaded and asked (another bench's kept data dir: bench.relevance_latency --bulk loads"
+        " locomo-conv-26)",
+    )
     args = parser.parse_args()
     results = asyncio.run(main_async(args))
     print_table(results)
