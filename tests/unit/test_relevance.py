@@ -1,6 +1,10 @@
 """recall.relevance's order on rows made here: the context list, the lift, the time boost, and that a direct hit
 stays ahead of a row that only borders it."""
 
+import ast
+import os
+import subprocess
+import sys
 from datetime import UTC, datetime
 
 from memento_memory_api.recall.relevance import (
@@ -169,3 +173,37 @@ def test_a_row_only_the_vector_list_found_is_scored_by_its_own_words():
     ranking = context_ranking(ranked, rows, before)
     assert ranking[:2] == ["q", "v"] and "x" not in ranking  # x holds no word, nor does a row beside it
     assert ids(order(ranked, rows, near, asked, Tuning(), known=before))[:2] == ["q", "v"]
+
+
+# Scores rows holding the same question's words among rows holding other words too; prints each row's score exactly.
+_SAME_WORDS = """
+import random
+from memento_memory_api.recall.relevance import context, words
+rng = random.Random(5)
+terms = words("alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima")
+pool = sorted(terms) + [f"other{n}" for n in range(40)]
+rows = {}
+for n in range(120):
+    held = rng.sample(sorted(terms), 7) if n % 2 else sorted(terms)[:7]  # half of them the same seven words
+    rows[f"r{n:03d}"] = {"id": f"r{n:03d}", "content": " ".join(held + rng.sample(pool[12:], 6)), "topic": "",
+                         "expansion": None, "facts": None}
+made = context([sorted(rows)], rows, {}, terms, 0.5)
+print(repr(sorted(made.scores.items())))
+print(repr([made.own(rows[i]) for i in sorted(rows)]))
+"""
+
+
+def test_rows_holding_the_same_words_score_the_same_in_every_process():
+    """A row's score does not depend on the order its words' set iterates in, which changes with each process's string
+    hashing: summed as they came, rows holding the same words scored apart in the last bit, so their order (equal
+    scores go to the lists' fused score, then the id) differed from one memory-api process to the next."""
+    answers = set()
+    for seed in ("1", "2", "3", "4"):
+        env = {**os.environ, "PYTHONHASHSEED": seed}
+        done = subprocess.run([sys.executable, "-c", _SAME_WORDS], env=env, capture_output=True, text=True, check=True)
+        answers.add(done.stdout)
+        scores, own = (ast.literal_eval(line) for line in done.stdout.splitlines())
+        same = {score for i, score in scores if int(i[1:]) % 2 == 0}  # the rows holding the first seven words
+        assert len(same) == 1, same
+        assert len({own[n] for n in range(0, 120, 2)}) == 1
+    assert len(answers) == 1

@@ -144,7 +144,7 @@ class Context:
     def own(self, row: Any) -> float:
         """A row found afterwards (the vector list's): the words it holds itself, weighed as among the rows seen."""
         held = row_words(row) & self.terms
-        return sum(self.weight[t] for t in held) if held else 0.0
+        return math.fsum(self.weight[t] for t in held) if held else 0.0
 
 
 def context(
@@ -171,8 +171,11 @@ def context(
         own, beside = held[i], adjacent.get(i)
         around = set().union(*(held[j] for j in beside)) - own if beside else ()
         if own or around:
-            scores[i] = (sum(weight[t] for t in own) if own else 0) + (
-                share * sum(weight[t] for t in around) if around else 0
+            # fsum: exact whatever the order, and sets iterate in an order that changes with each process's string
+            # hashing: with sum, rows holding the same words scored apart in the last bit and their order (ties go
+            # to the lists' fused score, then the id) differed from one memory-api process to the next
+            scores[i] = (math.fsum(weight[t] for t in own) if own else 0) + (
+                share * math.fsum(weight[t] for t in around) if around else 0
             )
     return Context(scores, frozenset(ids), terms, weight)
 
