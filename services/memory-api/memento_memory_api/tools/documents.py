@@ -239,7 +239,7 @@ def _relevance(goal: set[str], texts: list[str]) -> list[float]:
     held = [_terms(t) for t in texts]
     n = len(texts)
     idf = {w: math.log((n + 1) / (sum(w in h for h in held) + 0.5)) for w in goal}
-    return [sum(idf[w] for w in goal & h) for h in held]
+    return [math.fsum(idf[w] for w in goal & h) for h in held]  # exact: a set's order changes with the process
 
 
 def _own_sections(content: str) -> list[tuple[Any, str]]:
