@@ -2,7 +2,9 @@
 stays ahead of a row that only borders it."""
 
 import ast
+import heapq
 import os
+import random
 import subprocess
 import sys
 from datetime import UTC, datetime
@@ -12,6 +14,7 @@ from memento_memory_api.recall.relevance import (
     WORDS_HELD,
     Tuning,
     Wanted,
+    _best,
     context,
     context_ranking,
     order,
@@ -67,6 +70,16 @@ def test_the_lift_gives_a_strong_hits_neighbours_a_share_of_its_score():
     scored = dict(order([["hit", "far"]], rows, near, want("alpha"), tuning))
     assert scored["next"] == scored["hit"] * 0.5
     assert "next" not in dict(order([["hit", "far"]], rows, near, want("alpha"), Tuning(context_weight=0, lift=0)))
+
+
+def test_the_rows_the_lift_starts_from_are_the_best_by_score_then_id():
+    rng = random.Random(28)
+    for size in (1, 3, 5, 6, 40):
+        names = [f"r{n:02d}" for n in range(size)]
+        rng.shuffle(names)  # ids not in the order the scores were made in
+        scores = {i: rng.choice([0.1, 0.2, 0.25, 0.3]) for i in names}  # many equal scores
+        for n in (1, 5):
+            assert _best(scores, n) == heapq.nsmallest(n, scores.items(), key=lambda pair: (-pair[1], pair[0]))
 
 
 def test_a_when_question_prefers_rows_that_name_a_time():

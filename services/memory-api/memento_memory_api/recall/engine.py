@@ -71,7 +71,7 @@ class Found:
         list ranked are not included. No score is above `best_score`."""
         if self.order is not None:
             best = self.best_score()
-            return [(i, min(score, best)) for i, score in self.order if i in self.rows]
+            return [(i, score if score <= best else best) for i, score in self.order if i in self.rows]
         return rrf([[i for i in r if i in self.rows] for r in self.ranked], k=RRF_K)
 
     def best_score(self) -> float:
@@ -276,14 +276,12 @@ def _arrange(
     """The relevance order of a search by text (recall.relevance): the neighbours read join the rows, the lists are
     fused beside the context list, then time and lifts apply."""
     neighbours, near_rows = near
-    listed = set(found.rows)
-    for i, row in near_rows.items():
-        found.rows.setdefault(i, row)
-        found.tiers.setdefault(i, "L3")
-    found.order = relevance.order(found.ranked, found.rows, neighbours, want, tuning, found.part_lists, known)
-    ordered = {i for i, _ in found.order}
-    for i in [i for i in near_rows if i not in ordered and found.tiers.get(i) == "L3" and i not in listed]:
-        del found.rows[i], found.tiers[i]  # a neighbour that neither the context nor a lift scored is no answer
+    rows = near_rows | found.rows  # a row a list found keeps its own record
+    found.order = relevance.order(found.ranked, rows, neighbours, want, tuning, found.part_lists, known)
+    for i, _ in found.order:  # the neighbours the context or a lift scored join the answer's rows; the others are none
+        if i not in found.rows:
+            found.rows[i] = rows[i]
+            found.tiers[i] = "L3"
     found.context_weight = tuning.context_weight if want.terms else 0.0
 
 

@@ -24,7 +24,6 @@ LoCoMo recall@10 (bench/README.md, "Recall by text: what the relevance order cos
 
 from __future__ import annotations
 
-import heapq
 import math
 import re
 from collections import Counter, defaultdict
@@ -144,7 +143,7 @@ class Context:
     def own(self, row: Any) -> float:
         """A row found afterwards (the vector list's): the words it holds itself, weighed as among the rows seen."""
         held = row_words(row) & self.terms
-        return math.fsum(self.weight[t] for t in held) if held else 0.0
+        return math.fsum(map(self.weight.__getitem__, held)) if held else 0.0
 
 
 def context(
@@ -174,8 +173,8 @@ def context(
             # fsum: exact whatever the order, and sets iterate in an order that changes with each process's string
             # hashing: with sum, rows holding the same words scored apart in the last bit and their order (ties go
             # to the lists' fused score, then the id) differed from one memory-api process to the next
-            scores[i] = (math.fsum(weight[t] for t in own) if own else 0) + (
-                share * math.fsum(weight[t] for t in around) if around else 0
+            scores[i] = (math.fsum(map(weight.__getitem__, own)) if own else 0) + (
+                share * math.fsum(map(weight.__getitem__, around)) if around else 0
             )
     return Context(scores, frozenset(ids), terms, weight)
 
@@ -208,13 +207,19 @@ def order(
         for i in scores:
             if _timely(rows[i], want):
                 scores[i] *= 1 + tuning.time_boost
-    if tuning.lift > 0 and tuning.lift_top > 0:
-        best = heapq.nsmallest(tuning.lift_top, scores.items(), key=lambda pair: (-pair[1], pair[0]))
-        for hit, score in best:
+    if tuning.lift > 0 and tuning.lift_top > 0 and scores:
+        for hit, score in _best(scores, tuning.lift_top):
             for near in _nearest(hit, rows, neighbours):
                 if score * tuning.lift > scores.get(near, 0.0):
                     scores[near] = score * tuning.lift
     return sorted(scores.items(), key=lambda pair: (-pair[1], pair[0]))
+
+
+def _best(scores: dict[str, float], n: int) -> list[tuple[str, float]]:
+    """The `n` best (id, score), equal scores by id: the n-th best score found by sorting the bare floats, then only
+    the rows at or above it sorted by key (a third of heapq.nsmallest's time with a key for every row)."""
+    cut = sorted(scores.values(), reverse=True)[:n][-1]
+    return sorted(((i, s) for i, s in scores.items() if s >= cut), key=lambda pair: (-pair[1], pair[0]))[:n]
 
 
 def context_ranking(
