@@ -36,12 +36,15 @@ CHILD = textwrap.dedent(
     count = REGISTRY.get_sample_value("memento_gc_pause_seconds_count", {"generation": "2"})
     assert count >= 1, count
     assert REGISTRY.get_sample_value("memento_gc_frozen_objects") == gc.get_freeze_count()
+    young = gc.get_stats()[0]["collections"]
+    held = [{"id": n, "row": [n]} for n in range(3000)]  # more than a recall by text holds at once
+    assert gc.get_stats()[0]["collections"] == young, "a young collection ran in the middle of a request"
     print("ok")
     """
 )
 
 
-def test_settle_frees_startups_garbage_then_freezes_the_rest():
+def test_settle_frees_startups_garbage_freezes_the_rest_and_lets_a_request_allocate():
     done = subprocess.run([sys.executable, "-c", CHILD], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "ok"
