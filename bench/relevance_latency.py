@@ -21,6 +21,11 @@ workspace (the bulk fragments' own vocabulary, as `bench.run` asks them; their f
 compared the same way after the LoCoMo questions.
 
     python -m bench.relevance_latency --conversations 1 --bulk 1000000 --corpus-queries 100 --data-dir DIR
+
+With `--control`, the shipped app runs plain's settings too (bench.ab): the difference it prints is what the method
+reads when the two apps differ in nothing, the run's own noise beside which a shipped − plain difference is read.
+
+    python -m bench.relevance_latency --conversations 1 --control --data-dir /tmp/rl
 """
 
 from __future__ import annotations
@@ -38,7 +43,7 @@ from pathlib import Path
 
 import asyncpg
 
-from bench.ab import APPS, ARGUMENTS, OFF, App, alternate, apps_on, describe, settings_for
+from bench.ab import APPS, ARGUMENTS, OFF, App, alternate, apps_on, describe
 from bench.corpus import queries as corpus_queries
 from bench.load import load
 from bench.locomo import DATA, Tools, git_state, store, turns, wait_embedded, with_evidence
@@ -160,7 +165,7 @@ async def main_async(args: argparse.Namespace) -> dict:
         owner = system.owner_url()
         before = await store_facts(owner, list(stored))
         expected, got = {}, {}
-        async with apps_on(system) as apps:
+        async with apps_on(system, args.control) as apps:
             first = {name: await app.ids(sample_questions) for name, app in apps.items()}
             measured = await alternate(apps, system, asked, args.rounds, args.warmup)
             by_corpus = None
@@ -169,15 +174,16 @@ async def main_async(args: argparse.Namespace) -> dict:
                 by_corpus = await alternate(apps, system, worded, args.rounds, warmup=10)
             # the gateway and the app asked at the same moment: one question's answer changed between the start and
             # the end of a trial run on a settled store (no row's updated_at moved), so moments are not compared
-            expected["shipped"] = await gateway_ids(system, sample_questions)
-            got["shipped"] = await apps["shipped"].ids(sample_questions)
+            if not args.control:  # the gateway runs the defaults
+                expected["shipped"] = await gateway_ids(system, sample_questions)
+                got["shipped"] = await apps["shipped"].ids(sample_questions)
         await asyncio.sleep(1.5)  # Postgres publishes a backend's index counters shortly after its transactions
         after = await store_facts(owner, list(stored))
         if not args.no_plain_check:
             system = await restart_plain(args, system)
             expected["plain"] = await gateway_ids(system, sample_questions)
             async with AsyncExitStack() as stack:
-                got["plain"] = await (await App("plain", settings_for(system, OFF)).start(stack)).ids(sample_questions)
+                got["plain"] = await (await App("plain", system, OFF).start(stack)).ids(sample_questions)
     finally:
         system.stop()
     sanity = {
@@ -185,7 +191,7 @@ async def main_async(args: argparse.Namespace) -> dict:
         for name in expected
     }
     differ = len(flat(first["shipped"])) - same(first["shipped"], first["plain"])
-    changed = len(flat(first["shipped"])) - same(first["shipped"], got["shipped"])
+    changed = len(flat(first["shipped"])) - same(first["shipped"], got["shipped"]) if "shipped" in got else None
     results = {
         "command": "python -m bench.relevance_latency " + " ".join(sys.argv[1:]),
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at the end",
@@ -253,13 +259,16 @@ def main() -> None:
     parser.add_argument("--data", type=Path, default=DATA, help="LoCoMo JSON (default ../shared/data/locomo-dev.json)")
     parser.add_argument("--data-dir", help="data dir for the system (default a fresh temporary one; reused if given)")
     parser.add_argument("--port", type=int, default=56447, help="gateway port of the started system")
+    parser.add_argument("--control", action="store_true", help="plain's settings in both apps: the method's own noise")
     args = parser.parse_args()
     args.url, args.key = None, None  # System: always a started one (the apps need the store's URLs and secret)
     results = asyncio.run(main_async(args))
     print("\n" + table(results))
     save(results, "relevance-latency")
     ok = all(v["same_ids_as_gateway"] == v["questions"] for k, v in results["sanity"].items() if k in APPS)
-    if not ok or results["sanity"]["rows_with_thread"] == 0:
+    # under --control both apps run the same settings, so their answers must be the same
+    differ = results["sanity"]["sample_questions_where_shipped_and_plain_differ"]
+    if not ok or results["sanity"]["rows_with_thread"] == 0 or (args.control and differ):
         raise SystemExit("bench: a sanity check failed (see above): the figures may not measure what they claim")
 
 
