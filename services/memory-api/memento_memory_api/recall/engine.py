@@ -71,7 +71,7 @@ class Found:
         list ranked are not included. No score is above `best_score`."""
         if self.order is not None:
             best = self.best_score()
-            return [(i, score if score <= best else best) for i, score in self.order if i in self.rows]
+            return [(i, min(score, best)) for i, score in self.order if i in self.rows]
         return rrf([[i for i in r if i in self.rows] for r in self.ranked], k=RRF_K)
 
     def best_score(self) -> float:
@@ -273,8 +273,8 @@ def _filters(query: Query) -> dict[str, Any]:
 def _arrange(
     found: Found, want: relevance.Wanted, tuning: relevance.Tuning, near: Near, known: relevance.Context | None
 ) -> None:
-    """The relevance order of a search by text (recall.relevance): the neighbours read join the rows, the lists are
-    fused beside the context list, then time and lifts apply."""
+    """The relevance order of a search by text (recall.relevance): the lists are fused beside the context list over
+    the rows and the neighbours read, then time and lifts apply; the neighbours it scored join the rows."""
     neighbours, near_rows = near
     rows = near_rows | found.rows  # a row a list found keeps its own record
     found.order = relevance.order(found.ranked, rows, neighbours, want, tuning, found.part_lists, known)
