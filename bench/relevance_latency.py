@@ -26,6 +26,13 @@ With `--control`, the shipped app runs plain's settings too (bench.ab): the diff
 reads when the two apps differ in nothing, the run's own noise beside which a shipped − plain difference is read.
 
     python -m bench.relevance_latency --conversations 1 --control --data-dir /tmp/rl
+
+With `--pin` (Linux), once the turns are stored and embedded, the embedder (every thread of it and of its children) is
+held to the first CPU and every other process of the run, this one and PostgreSQL included, to the rest: what a
+deployment whose model has a CPU of its own sees (the embedder's own pod). Without it, the work a recall does beside
+the model (the lexical and neighbour reads) shares the machine's two cores with it and slows it.
+
+    python -m bench.relevance_latency --conversations 1 --pin --data-dir /tmp/rl
 """
 
 from __future__ import annotations
@@ -152,6 +159,52 @@ async def restart_plain(args: argparse.Namespace, system: System) -> System:
     return plain
 
 
+def descendants(root: int) -> dict[int, list[int]]:
+    """Every process under `root` (pid -> its children's pids), from /proc."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                # the parent pid is the second field after the parenthesised command, which may hold spaces
+                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue  # gone meanwhile
+            children.setdefault(ppid, []).append(int(entry.name))
+    tree, todo = {}, [root]
+    while todo:
+        pid = todo.pop()
+        tree[pid] = children.get(pid, [])
+        todo += tree[pid]
+    return tree
+
+
+def pin(system: System) -> dict:
+    """--pin: the embedder's processes on the first CPU, the run's others (this one too) on the rest. Each thread is
+    set (affinity is per thread); threads and processes started later inherit their parent's (PostgreSQL's
+    backends the postmaster's)."""
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2:
+        raise SystemExit("bench: --pin needs at least two CPUs")
+    model, rest = {cpus[0]}, set(cpus[1:])
+    tree = descendants(system.process.pid)
+    embedder = set()
+    for pid in tree:
+        try:
+            if b"memento_embedder" in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0"):  # -m memento_embedder
+                embedder |= set(descendants(pid))
+        except OSError:
+            continue
+    if not embedder:
+        raise SystemExit("bench: --pin found no embedder process under the launcher")
+    for pid in [*tree, os.getpid()]:
+        for task in Path(f"/proc/{pid}/task").glob("*"):
+            try:
+                os.sched_setaffinity(int(task.name), model if pid in embedder else rest)
+            except OSError:
+                continue  # a thread that ended meanwhile
+    return {"embedder_cpus": sorted(model), "other_cpus": sorted(rest), "embedder_processes": len(embedder)}
+
+
 async def main_async(args: argparse.Namespace) -> dict:
     if not args.data_dir:
         args.data_dir = tempfile.mkdtemp(prefix="memento-relevance-latency-")
@@ -164,6 +217,7 @@ async def main_async(args: argparse.Namespace) -> dict:
         stored = await store_all(system, data, args.bulk)
         owner = system.owner_url()
         before = await store_facts(owner, list(stored))
+        pinned = pin(system) if args.pin else None
         expected, got = {}, {}
         async with apps_on(system, args.control) as apps:
             first = {name: await app.ids(sample_questions) for name, app in apps.items()}
@@ -198,6 +252,7 @@ async def main_async(args: argparse.Namespace) -> dict:
         "git": git_state(),
         "conversations": [s["sample_id"] for s in data],
         "store": stored,
+        "pinned": pinned,
         **measured,
         "corpus_queries": by_corpus,
         "sanity": {
@@ -231,6 +286,10 @@ def table(results: dict) -> str:
             "",
             *describe(c),
         ]
+    if results.get("pinned"):
+        p = results["pinned"]
+        lines.append(f"pinned: the embedder ({p['embedder_processes']} processes) on CPU {p['embedder_cpus']}, every "
+                     f"other process of the run on {p['other_cpus']}")  # fmt: skip
     s = results["sanity"]
     for name in ("shipped", "plain"):
         if name in s:
@@ -260,6 +319,7 @@ def main() -> None:
     parser.add_argument("--data-dir", help="data dir for the system (default a fresh temporary one; reused if given)")
     parser.add_argument("--port", type=int, default=56447, help="gateway port of the started system")
     parser.add_argument("--control", action="store_true", help="plain's settings in both apps: the method's own noise")
+    parser.add_argument("--pin", action="store_true", help="the embedder on a CPU of its own while measuring (Linux)")
     args = parser.parse_args()
     args.url, args.key = None, None  # System: always a started one (the apps need the store's URLs and secret)
     results = asyncio.run(main_async(args))
