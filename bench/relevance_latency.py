@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import platform
@@ -49,6 +50,7 @@ from contextlib import AsyncExitStack
 from pathlib import Path
 
 import asyncpg
+import psutil
 
 from bench.ab import APPS, ARGUMENTS, OFF, App, alternate, apps_on, describe
 from bench.corpus import queries as corpus_queries
@@ -159,25 +161,6 @@ async def restart_plain(args: argparse.Namespace, system: System) -> System:
     return plain
 
 
-def descendants(root: int) -> dict[int, list[int]]:
-    """Every process under `root` (pid -> its children's pids), from /proc."""
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                # the parent pid is the second field after the parenthesised command, which may hold spaces
-                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue  # gone meanwhile
-            children.setdefault(ppid, []).append(int(entry.name))
-    tree, todo = {}, [root]
-    while todo:
-        pid = todo.pop()
-        tree[pid] = children.get(pid, [])
-        todo += tree[pid]
-    return tree
-
-
 def pin(system: System) -> dict:
     """--pin: the embedder's processes on the first CPU, the run's others (this one too) on the rest. Each thread is
     set (affinity is per thread); threads and processes started later inherit their parent's (PostgreSQL's
@@ -186,22 +169,20 @@ def pin(system: System) -> dict:
     if len(cpus) < 2:
         raise SystemExit("bench: --pin needs at least two CPUs")
     model, rest = {cpus[0]}, set(cpus[1:])
-    tree = descendants(system.process.pid)
-    embedder = set()
-    for pid in tree:
-        try:
-            if b"memento_embedder" in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0"):  # -m memento_embedder
-                embedder |= set(descendants(pid))
-        except OSError:
-            continue
+    launcher = psutil.Process(system.process.pid)
+    tree = [launcher, *launcher.children(recursive=True)]
+    embedder: set[int] = set()
+    for process in tree:
+        with contextlib.suppress(psutil.Error):  # one that ended meanwhile
+            if "memento_embedder" in process.cmdline():  # python -m memento_embedder
+                embedder |= {process.pid, *(child.pid for child in process.children(recursive=True))}
     if not embedder:
         raise SystemExit("bench: --pin found no embedder process under the launcher")
-    for pid in [*tree, os.getpid()]:
-        for task in Path(f"/proc/{pid}/task").glob("*"):
-            try:
-                os.sched_setaffinity(int(task.name), model if pid in embedder else rest)
-            except OSError:
-                continue  # a thread that ended meanwhile
+    for process in [*tree, psutil.Process()]:
+        with contextlib.suppress(psutil.Error):
+            for thread in process.threads():
+                with contextlib.suppress(OSError):  # a thread that ended meanwhile
+                    os.sched_setaffinity(thread.id, model if process.pid in embedder else rest)
     return {"embedder_cpus": sorted(model), "other_cpus": sorted(rest), "embedder_processes": len(embedder)}
 
 

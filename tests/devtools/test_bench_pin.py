@@ -1,18 +1,19 @@
 """`bench.relevance_latency --pin`: the embedder's process tree held to the first CPU, the run's other processes (the
-bench's own included) to the rest; found from /proc under the launcher, as the bench finds them."""
+bench's own included) to the rest, every thread of each."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
 import time
-from pathlib import Path
 from types import SimpleNamespace
 
+import psutil
 import pytest
 
-from bench.relevance_latency import descendants, pin
+from bench.relevance_latency import pin
 
 # a launcher stand-in: an "embedder" (its argv names memento_embedder, as `python -m memento_embedder` does) that has
 # a child of its own (the document lane's process), and another service
@@ -29,7 +30,7 @@ time.sleep(60)
 
 
 def _threads_affinity(pid: int) -> set[frozenset[int]]:
-    return {frozenset(os.sched_getaffinity(int(t.name))) for t in Path(f"/proc/{pid}/task").glob("*")}
+    return {frozenset(os.sched_getaffinity(thread.id)) for thread in psutil.Process(pid).threads()}
 
 
 @pytest.fixture
@@ -37,30 +38,26 @@ def launcher():
     process = subprocess.Popen([sys.executable, "-c", TREE], stdout=subprocess.PIPE, text=True)
     embedder, other = (int(p) for p in process.stdout.readline().split())
     deadline = time.monotonic() + 10
-    while not descendants(embedder)[embedder] and time.monotonic() < deadline:  # the lane's process is starting
+    while not psutil.Process(embedder).children() and time.monotonic() < deadline:  # the lane's process is starting
         time.sleep(0.05)
-    mine = {int(t.name): os.sched_getaffinity(int(t.name)) for t in Path("/proc/self/task").glob("*")}
+    mine = {thread.id: os.sched_getaffinity(thread.id) for thread in psutil.Process().threads()}
     try:
         yield process, embedder, other
     finally:
         for tid, cpus in mine.items():  # pin() holds this process too: the rest of the session gets its CPUs back
-            try:
+            with contextlib.suppress(OSError):  # a thread that ended meanwhile
                 os.sched_setaffinity(tid, cpus)
-            except OSError:
-                pass
-        for pid in descendants(process.pid):
-            try:
-                os.kill(pid, 9)
-            except ProcessLookupError:
-                pass
+        for child in psutil.Process(process.pid).children(recursive=True):
+            with contextlib.suppress(psutil.Error):
+                child.kill()
+        process.kill()
         process.wait()
 
 
 def test_the_embedders_tree_is_held_to_the_first_cpu_and_every_other_process_to_the_rest(launcher):
     process, embedder, other = launcher
-    tree = descendants(process.pid)
-    assert {embedder, other} <= set(tree[process.pid])
-    (lane,) = tree[embedder]
+    assert {embedder, other} == {child.pid for child in psutil.Process(process.pid).children()}
+    (lane,) = (child.pid for child in psutil.Process(embedder).children())
     cpus = sorted(os.sched_getaffinity(0))
     if len(cpus) < 2:
         with pytest.raises(SystemExit, match="at least two CPUs"):
