@@ -1,9 +1,8 @@
 """canonical.context_pack's section relevance (tools.documents._relevance) is the same in every process."""
 
 import ast
-import os
-import subprocess
-import sys
+
+from tests.fixtures.hash_seeds import outputs_under_hash_seeds
 
 # Sections holding the goal's words among other words; prints each section's relevance exactly.
 _SECTIONS = """
@@ -20,10 +19,7 @@ print(repr(_relevance(goal, texts)))
 def test_sections_score_the_same_in_every_process():
     # a set iterates in an order that follows the process's string hashing; summed in that order, sections holding
     # the same goal words scored apart in the last bit, and equal scores are meant to keep the document's order
-    answers = set()
-    for seed in ("1", "2", "3", "4"):
-        env = {**os.environ, "PYTHONHASHSEED": seed}
-        done = subprocess.run([sys.executable, "-c", _SECTIONS], env=env, capture_output=True, text=True, check=True)
-        assert len(ast.literal_eval(done.stdout)) == 80
-        answers.add(done.stdout)
-    assert len(answers) == 1
+    outputs = outputs_under_hash_seeds(_SECTIONS)
+    for output in outputs:
+        assert len(ast.literal_eval(output)) == 80
+    assert len(set(outputs)) == 1

@@ -3,10 +3,7 @@ stays ahead of a row that only borders it."""
 
 import ast
 import heapq
-import os
 import random
-import subprocess
-import sys
 from datetime import UTC, datetime
 
 from memento_memory_api.recall.relevance import (
@@ -23,6 +20,7 @@ from memento_memory_api.recall.relevance import (
     wanted,
 )
 from memento_shared.text.dates import TimeRange
+from tests.fixtures.hash_seeds import outputs_under_hash_seeds
 
 MAY = datetime(2023, 5, 8, tzinfo=UTC)
 
@@ -210,13 +208,10 @@ def test_rows_holding_the_same_words_score_the_same_in_every_process():
     """A row's score does not depend on the order its words' set iterates in, which changes with each process's string
     hashing: summed as they came, rows holding the same words scored apart in the last bit, so their order (equal
     scores go to the lists' fused score, then the id) differed from one memory-api process to the next."""
-    answers = set()
-    for seed in ("1", "2", "3", "4"):
-        env = {**os.environ, "PYTHONHASHSEED": seed}
-        done = subprocess.run([sys.executable, "-c", _SAME_WORDS], env=env, capture_output=True, text=True, check=True)
-        answers.add(done.stdout)
-        scores, own = (ast.literal_eval(line) for line in done.stdout.splitlines())
+    outputs = outputs_under_hash_seeds(_SAME_WORDS)
+    for output in outputs:
+        scores, own = (ast.literal_eval(line) for line in output.splitlines())
         same = {score for i, score in scores if int(i[1:]) % 2 == 0}  # the rows holding the first seven words
         assert len(same) == 1, same
         assert len({own[n] for n in range(0, 120, 2)}) == 1
-    assert len(answers) == 1
+    assert len(set(outputs)) == 1
