@@ -41,7 +41,7 @@ from bench.load import load
 from bench.report import RESULTS, ROOT, TARGETS, percentiles, replace_readme_block, resolve_target
 from bench.run import WORKSPACE, System, Workload, direct, query_embedding_time, through_gateway, wait_for_l1
 from bench.worker_consolidation import row_changes
-from memento_memory_api.tools.lifecycle import EMBED_CHARS
+from memento_memory_api.recall.question import question
 from memento_shared.internal_http import InternalClient
 from memento_shared.settings import Settings
 from memento_shared.worker import close_runtime, open_runtime
@@ -200,15 +200,20 @@ class LogCount:
         return data.count(self.needle)
 
 
+QUESTION_TOKENS = Settings.model_fields["query_embed_max_tokens"].default  # the system runs with the default
+
+
 async def text_embedding_time(system: System, texts: list[str]) -> list[float]:
-    """The model alone on turns' user texts as memory_before_turn embeds them (their last EMBED_CHARS characters),
+    """The model alone on turns' user texts as memory_before_turn embeds them (their question, recall.question),
     called as memory-api calls it; the first three unmeasured, as query_embedding_time."""
     latencies = []
     client = InternalClient(system.service_url("embedder"), timeout_s=60)
     try:
         for i, text in enumerate(texts):
             started = time.perf_counter()
-            answer = await client.post_json("/v1/embeddings", {"input": [text[-EMBED_CHARS:]], "input_type": "query"})
+            answer = await client.post_json(
+                "/v1/embeddings", {"input": [question(text, QUESTION_TOKENS)], "input_type": "query"}
+            )
             if answer.status != 200:
                 raise SystemExit(f"bench: the embedder answered HTTP {answer.status}")
             if i >= 3:
@@ -450,7 +455,7 @@ async def main_async(args: argparse.Namespace) -> dict:
         project = Project(seed)
         sample = [said for said, _ in conversation(seed, "embedding-sample", 23, project)]
         embedded = percentiles(await text_embedding_time(system, sample))
-        results["turn_text_embedding"] = embedded | {"embedded": f"last {EMBED_CHARS} characters"}
+        results["turn_text_embedding"] = embedded | {"embedded": f"question, at most {QUESTION_TOKENS} tokens"}
         no_vector = LogCount(Path(system.info["logs"]) / "memory-api.log", NO_VECTOR)
 
         # seed 003

@@ -1,5 +1,5 @@
-"""Where a local model computes: a lane is one model instance, the worker that runs it, and a lock that keeps it
-to one call at a time (the model is not re-entrant).
+"""Where a local model computes: a lane is one model instance, the worker that runs it, and the turns that keep it
+to one call at a time (the model is not re-entrant), the cheapest waiting call first (turns.py).
 
 - `ThreadLane`: a thread of this process. The model releases the GIL, so a query lane beside a document lane
   computes while a document call is in progress.
@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from memento_embedder.providers.base import InputType, Provider, ProviderError
+from memento_embedder.turns import ShortestFirst
 from memento_shared.priority import lower_priority
 
 log = logging.getLogger(__name__)
@@ -35,7 +36,7 @@ class ThreadLane:
     def __init__(self, provider: Provider, thread_name: str) -> None:
         self.provider = provider
         self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=thread_name)
-        self.lock = asyncio.Lock()
+        self.turns = ShortestFirst()
 
     async def embed(self, texts: list[str], input_type: InputType) -> np.ndarray:
         loop = asyncio.get_running_loop()
@@ -52,7 +53,7 @@ class ProcessLane:
     def __init__(self, provider: Provider, niceness: int) -> None:
         self.provider = provider
         self.niceness = niceness
-        self.lock = asyncio.Lock()
+        self.turns = ShortestFirst()
         self.executor = self._start()
 
     def _start(self) -> ProcessPoolExecutor:

@@ -7,6 +7,7 @@ small LRU cache.
 
 from __future__ import annotations
 
+import asyncio
 from collections import OrderedDict
 
 import numpy as np
@@ -25,19 +26,32 @@ class EmbeddingClient:
         self.client = InternalClient(base_url, timeout_s=10.0)
         self.cache: OrderedDict[tuple[str, str], np.ndarray] = OrderedDict()
         self.cache_size = cache_size
+        self.in_flight: dict[tuple[str, str], asyncio.Task] = {}
 
     async def embed_query(self, text: str, profile: str) -> np.ndarray:
-        """A query vector in `profile`'s space (cached per profile: vectors of two profiles never mix)."""
+        """A query vector in `profile`'s space (cached per profile: vectors of two profiles never mix). Callers asking
+        for the same text while it is being embedded share that one call (a context's memories and its skip list
+        embed the same message at once)."""
         key = (profile, text)
         cached = self.cache.get(key)
         if cached is not None:
             self.cache.move_to_end(key)
             return cached
-        vector = await self._embed(text, profile, "query")
-        self.cache[key] = vector
+        task = self.in_flight.get(key)
+        if task is None:
+            task = asyncio.create_task(self._embed(text, profile, "query"))
+            self.in_flight[key] = task
+            task.add_done_callback(lambda done: self._settle(key, done))
+        # shielded: one caller given up (a cancelled request) does not cancel the vector the others wait for
+        return await asyncio.shield(task)
+
+    def _settle(self, key: tuple[str, str], task: asyncio.Task) -> None:
+        self.in_flight.pop(key, None)
+        if task.cancelled() or task.exception() is not None:
+            return
+        self.cache[key] = task.result()
         if len(self.cache) > self.cache_size:
             self.cache.popitem(last=False)
-        return vector
 
     async def embed_document(self, text: str, profile: str) -> np.ndarray:
         """A stored text's vector in `profile`'s space, as the embedder worker would write it, computed now on the

@@ -23,6 +23,7 @@ from memento_memory_api.context import ToolContext
 from memento_memory_api.embedding_client import EmbeddingUnavailable
 from memento_memory_api.recall import l1, lexical, relevance, vector
 from memento_memory_api.recall.fusion import rrf
+from memento_memory_api.recall.question import question
 from memento_memory_api.repositories import fragments as repo
 from memento_memory_api.uow import UnitOfWork
 from memento_shared.telemetry.metrics import SEARCH_LATENCY
@@ -43,7 +44,7 @@ class Query:
 
     keywords: list[str] = field(default_factory=list)
     text: str | None = None
-    embed_text: str | None = None  # what to embed for the vector search, when not all of `text` (a long turn)
+    embed_text: str | None = None  # the part of a turn the question is in (its last message), when not all of `text`
     vector: Any = None
     lexical: bool = True  # with `text`: also the full-text list (store_memory's `similar` wants meaning alone)
     topic: str | None = None
@@ -88,7 +89,7 @@ async def searching(ctx: ToolContext, query: Query) -> AsyncIterator[tuple[UnitO
     # Postgres does the lexical and keyword work, and the L1 read while the transaction opens.
     embedding = None
     if query.text and query.vector is None:
-        embedding = asyncio.create_task(_query_vector(ctx, query.embed_text or query.text))
+        embedding = asyncio.create_task(_query_vector(ctx, embedded_text(ctx, query)))
     l1_read = None
     # L1 is keyed by agent namespace (admin reads span every agent), and skipped while a lost write may have left it
     # out of step or a read has just failed (recall.l1.L1Keeper): L2 answers meanwhile. L1 holds no expiry or
@@ -114,6 +115,12 @@ async def find(ctx: ToolContext, conn: Any, query: Query) -> Found:
     """`query` inside a transaction the caller already holds (a write that searches in its own transaction), with the
     vector it brings or none: nothing is embedded here, so a `text` without `vector` is searched lexically."""
     return await _gather(ctx, query, conn, ctx.visible_agents(), None, None)
+
+
+def embedded_text(ctx: ToolContext, query: Query) -> str:
+    """What the model reads for `query`: its question (recall.question), of `embed_text` when the caller names the
+    part to embed (a turn's last message), else of `text`."""
+    return question(query.embed_text or query.text or "", ctx.settings.query_embed_max_tokens)
 
 
 async def _query_vector(ctx: ToolContext, text: str) -> Any:

@@ -11,6 +11,7 @@ from typing import Any
 
 from memento_memory_api.context import ToolContext
 from memento_memory_api.embedding_client import EmbeddingUnavailable
+from memento_memory_api.recall.question import question
 from memento_shared.errors import ErrorCode, MementoError, invalid
 from memento_shared.text.redaction import redact_pii
 
@@ -61,8 +62,11 @@ def in_workspace(ctx: ToolContext, workspace: str | None) -> ToolContext:
 
 async def vector_now(ctx: ToolContext, text: str, side: str = "document") -> Any:
     """`text`'s vector in the active profile, computed on the request path (the embedder's query lane), or None when
-    the embedder fails or takes longer than INLINE_EMBEDDING_TIMEOUT_SECONDS: callers go on without it."""
+    the embedder fails or takes longer than INLINE_EMBEDDING_TIMEOUT_SECONDS: callers go on without it. A query is
+    embedded as every search embeds it: its question (recall.question)."""
     embed = ctx.embedder.embed_document if side == "document" else ctx.embedder.embed_query
+    if side == "query":
+        text = question(text, ctx.settings.query_embed_max_tokens)
     try:
         async with asyncio.timeout(ctx.settings.inline_embedding_timeout_s):
             vector = await embed(text, ctx.profile.id)

@@ -15,6 +15,7 @@ from memento_memory_api import distill, turns
 from memento_memory_api.context import ToolContext
 from memento_memory_api.recall import engine
 from memento_memory_api.recall.lexical import terms
+from memento_memory_api.recall.question import last_message
 from memento_memory_api.repositories import fragments as repo
 from memento_memory_api.repositories import sessions
 from memento_memory_api.tools.common import in_workspace
@@ -38,7 +39,6 @@ from memento_shared.tools.lifecycle import AfterTurnArgs, BeforeTurnArgs
 TOPIC = "lifecycle"
 TIERS = dict(zip(("l1", "l2"), shared_sessions.FACT_TIERS, strict=True))  # daily and weekly facts, in `source`
 CONTEXT_LINE_CHARS = 2000  # a recent item's text in the recall block, at most
-EMBED_CHARS = 300  # the end of the turn's text that recall embeds
 
 
 def scoped(ctx: ToolContext, project: str | None) -> ToolContext:
@@ -84,14 +84,15 @@ async def memory_before_turn(ctx: ToolContext, args: BeforeTurnArgs) -> dict[str
     status = "error"
     try:
         current = turns.without_recall(current_input(args))  # a replayed recall block is never nested
-        asked = "\n".join(turns.text_of(i) for i in current if i.get("role") in ("user", None)).strip()
+        said = [turns.text_of(i) for i in current if i.get("role") in ("user", None)]
+        asked = "\n".join(said).strip()
         facts: list[tuple[str, str]] = []
         if asked and settings.memory_recall_facts_limit:
-            # the whole turn for the words, its last sentences for the meaning: the model's time grows with the
-            # text (a 300-word message took 1.3 s on the offline model, where a question takes 35 ms)
+            # the whole turn for the words, the question of its last message for the meaning (recall.question):
+            # the model's time grows with every token it reads
             query = engine.Query(
                 text=asked[:2000],
-                embed_text=asked[-EMBED_CHARS:],
+                embed_text=last_message(said),
                 limit=max(engine.CANDIDATES, settings.memory_recall_facts_limit),
             )
             async with engine.searching(ctx, query) as (uow, found):  # the session's items in the same transaction

@@ -30,7 +30,6 @@ from memento_shared.tools.protocol import ConsolidateArgs, ExtractArgs, GraphArg
 TOPIC = "memory"  # seed 003 has no topic; seed 000's recall can still filter these rows by it
 EXTRACT_MAX_CHARS = 100_000  # the reference server's cap on a transcript
 DISTILL_TAG = "source:distill"
-EMBED_CHARS = 300  # the end of a recall's query that is embedded
 
 
 def memory_row(ctx: ToolContext, content: str, mtype: str, tags: list[str], **extra: Any) -> dict[str, Any]:
@@ -102,11 +101,9 @@ async def ranked_memories(
 ) -> list[tuple[Any, float]]:
     """Seed 003's recall through the one engine: hybrid relevance (the fused score as a share of the best possible)
     × recency × access boosts, best first. Expired and consolidated (superseded) memories are never candidates."""
-    # the whole text for the words, its end for the meaning: the model's time grows with the text (a 300-word
-    # message took 1.3 s on the offline model, a question 35 ms), and a context message can be long
+    # the whole text for the words, its question for the meaning (the engine embeds recall.question's part)
     wanted = engine.Query(
         text=query,
-        embed_text=query[-EMBED_CHARS:],
         tags=tags or None,
         type=mtype,
         limit=max(engine.CANDIDATES, limit),

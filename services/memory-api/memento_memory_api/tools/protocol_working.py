@@ -17,7 +17,7 @@ from memento_memory_api.recall.lexical import terms
 from memento_memory_api.repositories import fragments as repo
 from memento_memory_api.repositories import working_memory as wm
 from memento_memory_api.tools.common import in_workspace, parse_when, short_id, vector_now, whole_text
-from memento_memory_api.tools.protocol import EMBED_CHARS, ranked_memories, recalled
+from memento_memory_api.tools.protocol import ranked_memories, recalled
 from memento_memory_api.tools.registry import Answer, handles
 from memento_shared.errors import invalid, not_found
 from memento_shared.text.keywords import normalise_keywords
@@ -231,7 +231,8 @@ async def skips_touched(ctx: ToolContext, rows: list[Any], text: str, both_ways:
     cutoff = similar.skip_cutoff(ctx.profile.id, ctx.settings.skip_min_score)
     if not rest or cutoff is None:
         return by_words
-    query = await vector_now(ctx, text[-EMBED_CHARS:], side="query")  # its end: the model's time grows with length
+    # its question, as the memories' search embeds it (vector_now): a context's two reads share one model call
+    query = await vector_now(ctx, text, side="query")
     if query is None:
         return by_words
     vectors: dict[str, Any] = {}
