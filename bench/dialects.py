@@ -36,13 +36,23 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
+from bench import floor
 from bench.corpus import ERRORS, PEOPLE, SERVICES, TECH
 from bench.load import load
-from bench.report import RESULTS, ROOT, TARGETS, percentiles, replace_readme_block, resolve_target
+from bench.report import (
+    MODEL_COLUMNS,
+    RESULTS,
+    ROOT,
+    TARGETS,
+    model_p95,
+    percentiles,
+    replace_readme_block,
+    resolve_target,
+    share,
+)
 from bench.run import WORKSPACE, System, Workload, direct, query_embedding_time, through_gateway, wait_for_l1
 from bench.worker_consolidation import row_changes
 from memento_memory_api.recall.question import question
-from memento_shared.internal_http import InternalClient
 from memento_shared.settings import Settings
 from memento_shared.worker import close_runtime, open_runtime
 
@@ -56,7 +66,7 @@ NO_VECTOR = b'"recall.embedding_unavailable"'
 DIALECT_TARGETS: dict[str, tuple] = {
     "ping": (None, None, TARGETS["ping"][1]),
     "memento_recall": ("embed+20", None, "—"),
-    "memento_context": ({"memory-api": 50.0}, None, "—"),
+    "memento_context": ({"memory-api": "model+20"}, None, "—"),  # its question's model p95 + 20 ms (issue 46)
     "memory_before_turn": (50.0, 300.0, f"< 300 ms ({SEED_004})"),
     "memory_after_turn": (80.0, 500.0, f"< 500 ms ({SEED_004})"),
 }
@@ -161,12 +171,12 @@ class DialectWorkload(Workload):
     """bench.run's workload, with seed 003's reads: each takes the next question of recall_text's pool, so no
     measured question repeats one whose embedding is cached."""
 
-    def args(self, op: str) -> dict:
+    def _args(self, op: str) -> dict:
         if op == "memento_recall":
-            return {"query": super().args("recall_text")["text"]}
+            return {"query": super()._args("recall_text")["text"]}
         if op == "memento_context":
-            return {"message": super().args("recall_text")["text"]}
-        return super().args(op)
+            return {"message": super()._args("recall_text")["text"]}
+        return super()._args(op)
 
 
 def gateway_client(system: System, profile: str, workspace: str = WORKSPACE) -> Client:
@@ -198,29 +208,6 @@ class LogCount:
             data = f.read()
         self.offset += len(data)
         return data.count(self.needle)
-
-
-QUESTION_TOKENS = Settings.model_fields["query_embed_max_tokens"].default  # the system runs with the default
-
-
-async def text_embedding_time(system: System, texts: list[str]) -> list[float]:
-    """The model alone on turns' user texts as memory_before_turn embeds them (their question, recall.question),
-    called as memory-api calls it; the first three unmeasured, as query_embedding_time."""
-    latencies = []
-    client = InternalClient(system.service_url("embedder"), timeout_s=60)
-    try:
-        for i, text in enumerate(texts):
-            started = time.perf_counter()
-            answer = await client.post_json(
-                "/v1/embeddings", {"input": [question(text, QUESTION_TOKENS)], "input_type": "query"}
-            )
-            if answer.status != 200:
-                raise SystemExit(f"bench: the embedder answered HTTP {answer.status}")
-            if i >= 3:
-                latencies.append(time.perf_counter() - started)
-    finally:
-        await client.aclose()
-    return latencies
 
 
 async def add_working_memory(system: System) -> dict:
@@ -381,6 +368,8 @@ async def turn_loop(system: System, seed: str, run: str, sessions: int, turns: i
     return {
         "before": percentiles(before) | {"throughput_per_s": rate},
         "after": percentiles(after) | {"throughput_per_s": rate},
+        # what before_turn embedded, turn by turn (the measured turns'): its user message's question
+        "asked": [said for talk in talks.values() for said, _ in talk[WARM_TURNS:]],
         "written": await written_since(system, since),
         "seconds": round(elapsed, 1),
     }
@@ -453,9 +442,6 @@ async def main_async(args: argparse.Namespace) -> dict:
         results["warmup_calls_per_read"] = args.warmup
         results["query_embedding"] = percentiles(await query_embedding_time(system, min(args.ops, 100)))
         project = Project(seed)
-        sample = [said for said, _ in conversation(seed, "embedding-sample", 23, project)]
-        embedded = percentiles(await text_embedding_time(system, sample))
-        results["turn_text_embedding"] = embedded | {"embedded": f"question, at most {QUESTION_TOKENS} tokens"}
         no_vector = LogCount(Path(system.info["logs"]) / "memory-api.log", NO_VECTOR)
 
         # seed 003
@@ -469,6 +455,8 @@ async def main_async(args: argparse.Namespace) -> dict:
                     stats["throughput_per_s"] = round(len(latencies) / (time.perf_counter() - started), 1)
                     if missing := no_vector.new():  # warm-up calls included
                         stats["no_query_vector"] = missing
+                    if texts := workload.asked.pop(op, []):
+                        stats |= await floor.model_alone(system.service_url("embedder"), texts)
                     results["latency"][f"{op}|{path}|c{concurrency}"] = stats
                     print(f"  {op:20} {path:10} c={concurrency}: p50 {stats['p50_ms']} ms, p95 {stats['p95_ms']} ms")
 
@@ -477,6 +465,8 @@ async def main_async(args: argparse.Namespace) -> dict:
             phase = await turn_loop(system, seed, workload.run, sessions, args.turns, project)
             if missing := no_vector.new():  # unmeasured turns included
                 phase["before"]["no_query_vector"] = missing
+            asked = [("query", question(said, floor.QUESTION_TOKENS)) for said in phase.pop("asked")]
+            phase["before"] |= await floor.model_alone(system.service_url("embedder"), asked)
             results["latency"][f"memory_before_turn|gateway|c{sessions}"] = phase.pop("before")
             results["latency"][f"memory_after_turn|gateway|c{sessions}"] = phase.pop("after")
             results["turns"][f"c{sessions}"] = phase
@@ -498,7 +488,7 @@ def rows(results: dict) -> list[dict]:
     for key, stats in results["latency"].items():
         op, path, level = key.split("|")
         spec, seed_ms, seed = DIALECT_TARGETS[op]
-        target = resolve_target(spec.get(path) if isinstance(spec, dict) else spec, path, level, results)
+        target = resolve_target(spec.get(path) if isinstance(spec, dict) else spec, path, level, results, stats)
         out.append(
             {
                 "op": op,
@@ -570,42 +560,41 @@ def print_report(results: dict) -> None:
         f"{results['turns_per_session']} turns a session (from turn {results['measured_from_turn']} measured), "
         f"{results['machine']}"
     )
-    embedding, long = results["query_embedding"], results["turn_text_embedding"]
+    embedding = results["query_embedding"]
     print(f"query embedding (the model alone): p50 {embedding['p50_ms']} ms, p95 {embedding['p95_ms']} ms")
-    print(
-        f"a turn's user text embedded as before_turn embeds it ({long['embedded']}, the model alone): "
-        f"p50 {long['p50_ms']} ms, p95 {long['p95_ms']} ms"
+    header = (
+        f"{'operation':20} {'path':10} {'c':>2} {'p50':>8} {'p95':>8} {'p99':>8} {'ops/s':>7} {'model p95':>9} "
+        f"{'÷ model':>7}  {'target':>9}  seed"
     )
-    header = f"{'operation':20} {'path':10} {'c':>2} {'p50':>8} {'p95':>8} {'p99':>8} {'ops/s':>7}  {'target':>9}  seed"
     print(header)
     print("-" * len(header))
     for r in rows(results):
         print(
             f"{r['op']:20} {r['path']:10} {r['concurrency']:>2} {r['p50_ms']:>8} {r['p95_ms']:>8} {r['p99_ms']:>8} "
-            f"{r['throughput_per_s']:>7}  {mark(r):>10}  {r['seed']}"
+            f"{r['throughput_per_s']:>7} {model_p95(r):>9} {share(r):>7}  {mark(r):>10}  {r['seed']}"
         )
     for line in notes(results):
         print(line)
 
 
 def markdown(results: dict) -> str:
-    embedding, long = results["query_embedding"], results["turn_text_embedding"]
+    embedding = results["query_embedding"]
     lines = [
         f"Latest: {results['n']:,} fragments, {results['ops_per_level']} calls per seed-003 row, "
         f"{results['turns_per_session']} turns a session (the first {WARM_TURNS} unmeasured), {results['machine']}, "
         f"every service on the same machine. Produced by `{results['command']}` (`bench/results/{results['file']}`). "
-        f"Query embedding alone: p50 {embedding['p50_ms']} ms, p95 {embedding['p95_ms']} ms; a turn's user text as "
-        f"memory_before_turn embeds it (its {long['embedded']}) alone: p50 {long['p50_ms']} ms, "
-        f"p95 {long['p95_ms']} ms. For the turn rows `clients` counts sessions and ops/s is turns a second; "
-        "memento_context's target is read at memory-api.",
+        f"Query embedding alone: p50 {embedding['p50_ms']} ms, p95 {embedding['p95_ms']} ms. {MODEL_COLUMNS} "
+        "memory_before_turn embeds its user message's question. For the turn rows `clients` counts sessions and "
+        "ops/s is turns a second; memento_context's target is read at memory-api.",
         "",
-        "| operation | path | clients | p50 ms | p95 ms | p99 ms | ops/s | target p95 | seed |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| operation | path | clients | p50 ms | p95 ms | p99 ms | ops/s | model p95 ms | ÷ model | target p95 "
+        "| seed |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows(results):
         lines.append(
             f"| {r['op']} | {r['path']} | {r['concurrency']} | {r['p50_ms']} | {r['p95_ms']} | {r['p99_ms']} "
-            f"| {r['throughput_per_s']} | {mark(r)} | {r['seed']} |"
+            f"| {r['throughput_per_s']} | {model_p95(r)} | {share(r)} | {mark(r)} | {r['seed']} |"
         )
     return "\n".join([*lines, "", *(f"{line}\n" for line in notes(results))]).rstrip()
 

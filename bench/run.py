@@ -30,6 +30,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from prometheus_client.parser import text_string_to_metric_families
 
+from bench import floor
 from bench.corpus import TOPICS, fragments, keyword_pool, queries
 from bench.load import load
 from bench.report import percentiles, print_table, write_results
@@ -174,8 +175,15 @@ class Workload:
         # in every written text, so a run on a kept store writes new content: a repeat of an earlier run's text
         # would measure remember's duplicate path and amend's no-op instead of the writes
         self.run = secrets.token_hex(4)
+        self.asked: dict[str, list[tuple[str, str]]] = {}  # op -> what its calls asked the model to read (bench.floor)
 
     def args(self, op: str) -> dict:
+        arguments = self._args(op)
+        if (text := floor.embedded(op, arguments)) is not None:
+            self.asked.setdefault(op, []).append(text)
+        return arguments
+
+    def _args(self, op: str) -> dict:
         self.counter += 1
         n = self.counter
         if op == "remember":
@@ -435,6 +443,8 @@ async def main_async(args: argparse.Namespace) -> dict:
                     stats = percentiles(latencies) | {"throughput_per_s": round(len(latencies) / elapsed, 1)}
                     if workload.conflicts:  # warm-up calls included
                         stats["conflicts"] = workload.conflicts
+                    if (texts := workload.asked.pop(op, [])) and not args.url:
+                        stats |= await floor.model_alone(system.service_url("embedder"), texts)
                     results["latency"][f"{op}|{path}|c{concurrency}"] = stats
                     print(
                         f"  {op:20} {path:10} c={concurrency}: p50 {stats['p50_ms']} ms, p95 {stats['p95_ms']} ms"

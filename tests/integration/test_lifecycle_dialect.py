@@ -18,6 +18,7 @@ from memento_shared.domain.fragments import content_hash
 from memento_shared.text.tokenizer import count_tokens
 from tests.fixtures.apps import memory_api_on
 from tests.fixtures.loopback.server import Loopback
+from tests.fixtures.waiting import eventually
 from tests.integration.test_protocol_dialect import answer
 
 
@@ -432,3 +433,46 @@ async def test_turns_stating_the_same_facts_in_other_orders_wait_for_each_other(
     finally:
         await other.close()
     assert body.get("result") == {"ok": True}, body
+
+
+async def waiting_for_a_lock(conn: asyncpg.Connection) -> bool:
+    """Whether another backend waits for a lock (the turn, blocked by `conn`'s): read from pg_locks, since a new
+    connection's pg_stat_activity row may still say `starting` while its first transaction waits."""
+    return bool(await conn.fetchval("SELECT count(*) FROM pg_locks WHERE NOT granted AND pid <> pg_backend_pid()"))
+
+
+async def test_facts_said_again_move_in_id_order_holding_none_while_they_wait(memory_api, tenant, servers):
+    # a turn restating daily facts moves them to the weekly tier in id order, after its inserts: moved in their words'
+    # order, it held one row while waiting for another that the access flush held, and the flush held that one
+    # waiting for the first (a deadlock; Postgres aborted the turn)
+    rex, lisbon = "My dog is called Rex.", "I live in Lisbon near the river."
+    assert content_hash(rex) < content_hash(lisbon)  # the words' order puts `rex` first; the ids put it last
+    insert = (
+        "INSERT INTO agent_memory.fragments (id, tenant_id, workspace, agent_id, content, topic, type, importance,"
+        " content_hash, ttl_tier, source) VALUES ($1, $2, 'default', 'default', $3, 'lifecycle', 'fact', 0.5, $4,"
+        " 'permanent', 'lifecycle:l1')"
+    )
+    first, last = f"frag-{tenant[2:]}0001", f"frag-{tenant[2:]}0002"  # the tenant's hex: no other test's ids
+    other = await asyncpg.connect(servers.owner_url)  # a flush holding the first row
+    await other.execute(insert, first, tenant, lisbon, content_hash(lisbon))
+    await other.execute(insert, last, tenant, rex, content_hash(rex))
+    # the flush's lock (repositories.fragments.touch), taken before its UPDATE: a lock alone, no new row version, so
+    # the turn's inserts of the same words do not wait for it, and only the moves can
+    bump = "SELECT 1 FROM agent_memory.fragments WHERE id = $1 FOR NO KEY UPDATE"
+    try:
+        async with other.transaction():
+            await other.execute(bump, first)
+            args = {"session_id": "s8", "turn_id": "t-1", "input_items": [user(f"{rex} {lisbon}")], "output_items": []}
+            committing = asyncio.create_task(answer(memory_api, "memory_after_turn", args, tenant))
+            await eventually(lambda: waiting_for_a_lock(other), 10, "the turn to wait for the first row")
+            async with asyncio.timeout(5):
+                await other.execute(bump, last)  # it must not hold the last one meanwhile
+        async with asyncio.timeout(5):
+            body = await committing
+        tiers = dict(
+            await other.fetch("SELECT id, source FROM agent_memory.fragments WHERE id = ANY($1)", [first, last])
+        )
+    finally:
+        await other.close()
+    assert body.get("result") == {"ok": True}, body
+    assert tiers == {first: "lifecycle:l2", last: "lifecycle:l2"}

