@@ -18,7 +18,7 @@ from memento_memory_api.embedding_client import EmbeddingClient
 from memento_memory_api.outbox_relay import Relay
 from memento_memory_api.recall.l1 import L1Keeper
 from memento_memory_api.recall.vector import PartitionVerdicts
-from memento_memory_api.routes import console, health, keys, resources
+from memento_memory_api.routes import console, health, keys, prompts, resources
 from memento_memory_api.routes import tools as tool_routes
 from memento_memory_api.uow import UnitOfWorkFactory
 from memento_shared import background, redis_client
@@ -165,6 +165,7 @@ def create_app(settings: Settings) -> FastAPI:
     )
     app.include_router(tool_routes.router)
     app.include_router(resources.router)
+    app.include_router(prompts.router)
     app.include_router(health.router)
     app.include_router(keys.router)
     app.include_router(console.router)

@@ -22,20 +22,23 @@ INSTRUCTIONS = (
     "Memento stores typed knowledge fragments across sessions. Call `context` or `recall` at the start "
     "of a task, `remember` facts, decisions, errors, preferences and procedures as you learn them."
 )
-# Capabilities we actually serve. No completions: nothing here has completable arguments yet.
+# Capabilities we actually serve. Completions: of prompt arguments and the resource template's id (memory-api).
 CAPABILITIES = {
     "tools": {"listChanged": False},
     "resources": {"subscribe": False, "listChanged": False},
     "prompts": {"listChanged": False},
+    "completions": {},
     "logging": {},
 }
-# memory-api owns these; until it serves a route, the lists are empty and nothing can be read.
+# memory-api owns these; until it serves a route (a replica older than the gateway), the lists and completions are
+# empty and nothing can be read.
 FORWARDED = {
     "resources/list": {"resources": []},
     "resources/templates/list": {"resourceTemplates": []},
     "resources/read": None,
     "prompts/list": {"prompts": []},
     "prompts/get": None,
+    "completion/complete": {"completion": {"values": [], "total": 0, "hasMore": False}},
 }
 RESOURCE_NOT_FOUND = -32002  # resources/read of an unknown URI, up to 2025-11-25 (2026-07-28: invalid params)
 
