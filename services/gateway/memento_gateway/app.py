@@ -26,6 +26,7 @@ from memento_gateway.mcp.inflight import InFlight
 from memento_gateway.mcp.jsonrpc import error_response
 from memento_gateway.mcp.sessions import SessionStore
 from memento_gateway.oauth import routes as oauth_routes
+from memento_gateway.oauth.cimd import ClientDocuments
 from memento_gateway.oauth.provider import MementoOAuthProvider
 from memento_gateway.oauth.signing import load_signer
 from memento_gateway.oauth.store import OAuthStore
@@ -55,6 +56,18 @@ async def redis_unavailable(request: Request, exc: Exception) -> JSONResponse:
     return JSONResponse(body, status_code=503, headers={"Retry-After": str(REDIS_DOWN_RETRY_AFTER_S)})
 
 
+def client_documents(settings: Settings, redis) -> ClientDocuments | None:
+    """OAuth clients named by a metadata document URL, unless MEMENTO_OAUTH_CIMD=false."""
+    if not settings.oauth_cimd_enabled:
+        return None
+    return ClientDocuments(
+        redis,
+        allow_private=settings.oauth_cimd_allow_private,
+        ca_file=settings.oauth_cimd_ca_file,
+        timeout_s=settings.oauth_cimd_timeout_s,
+    )
+
+
 def create_app(settings: Settings) -> Starlette:
     if not settings.internal_secret:
         raise RuntimeError("MEMENTO_INTERNAL_SECRET is not set: the gateway cannot sign principals for memory-api")
@@ -80,7 +93,9 @@ def create_app(settings: Settings) -> Starlette:
             streams=StreamSlots(redis, settings.max_streams_per_principal),
             oauth=oauth,
         )
-        oauth.start(OAuthStore(redis, settings.oauth_refresh_token_days * 86400), load_signer(settings), gw.auth)
+        documents = client_documents(settings, redis)
+        store = OAuthStore(redis, settings.oauth_refresh_token_days * 86400)
+        oauth.start(store, load_signer(settings), gw.auth, documents)
         app.state.gateway = gw
         await gw.hub.start()
         log.info("gateway.started", extra={"public_url": edge.public_url})
@@ -90,13 +105,15 @@ def create_app(settings: Settings) -> Starlette:
             await inflight.drain()
             await gw.hub.stop()
             await upstream.aclose()
+            if documents is not None:
+                await documents.aclose()
             await redis.aclose()
 
     app = Starlette(
         routes=[
             *streamable_http.ROUTES,
             *legacy_sse.ROUTES,
-            *oauth_routes.routes(oauth, edge),
+            *oauth_routes.routes(oauth, edge, documents=settings.oauth_cimd_enabled),
             console_routes.mount(),
             Route("/health", health, methods=["GET"]),
             Route("/livez", livez, methods=["GET"]),
