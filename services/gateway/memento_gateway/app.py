@@ -25,6 +25,7 @@ from memento_gateway.mcp.hub import StreamHub
 from memento_gateway.mcp.inflight import InFlight
 from memento_gateway.mcp.jsonrpc import error_response
 from memento_gateway.mcp.sessions import SessionStore
+from memento_gateway.mcp.subscriptions import Subscriptions
 from memento_gateway.oauth import routes as oauth_routes
 from memento_gateway.oauth.cimd import ClientDocuments
 from memento_gateway.oauth.provider import MementoOAuthProvider
@@ -78,6 +79,7 @@ def create_app(settings: Settings) -> Starlette:
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         redis = redis_client.client(settings.redis_url, timeout=5, connect_timeout=2)
         inflight = InFlight()
+        hub = StreamHub(redis, on_cancel=inflight.cancel)
         upstream = Upstream(settings.memory_api_url, settings.internal_secret, settings.upstream_timeout_s)
         keys = ApiKeys(upstream)
         gw = Gateway(
@@ -85,13 +87,14 @@ def create_app(settings: Settings) -> Starlette:
             edge=edge,
             redis=redis,
             sessions=SessionStore(redis, settings.session_ttl_minutes * 60),
-            hub=StreamHub(redis, on_cancel=inflight.cancel),
+            hub=hub,
             inflight=inflight,
             upstream=upstream,
             auth=Authenticator(settings.memento_access_key, keys),
             rate=RateLimiter(redis, settings.rate_limit_per_minute),
             streams=StreamSlots(redis, settings.max_streams_per_principal),
             oauth=oauth,
+            subscriptions=Subscriptions(redis, hub, settings.session_ttl_minutes * 60),
         )
         documents = client_documents(settings, redis)
         store = OAuthStore(redis, settings.oauth_refresh_token_days * 86400)
@@ -102,6 +105,7 @@ def create_app(settings: Settings) -> Starlette:
         try:
             yield
         finally:
+            await gw.subscriptions.stop()
             await inflight.drain()
             await gw.hub.stop()
             await upstream.aclose()

@@ -10,6 +10,7 @@ from memento_gateway.mcp import tools, versions
 from memento_gateway.mcp.call import LOG_LEVELS, Call
 from memento_gateway.mcp.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND, Message, RpcError
 from memento_gateway.mcp.sessions import SessionStore
+from memento_gateway.mcp.subscriptions import MAX_URI_CHARS, MAX_URIS
 from memento_gateway.upstream import Upstream, UpstreamUnavailable
 from memento_shared.errors import MementoError
 from memento_shared.tools.spec import refuse_unencodable
@@ -23,13 +24,17 @@ INSTRUCTIONS = (
     "of a task, `remember` facts, decisions, errors, preferences and procedures as you learn them."
 )
 # Capabilities we actually serve. Completions: of prompt arguments and the resource template's id (memory-api).
+# Resources: subscriptions to one resource's updates in a session (resources/subscribe); in 2026-07-28 the listen
+# stream also carries the resource list's changes.
 CAPABILITIES = {
     "tools": {"listChanged": False},
-    "resources": {"subscribe": False, "listChanged": False},
+    "resources": {"subscribe": True, "listChanged": False},
     "prompts": {"listChanged": False},
     "completions": {},
     "logging": {},
 }
+STATELESS_CAPABILITIES = {**CAPABILITIES, "resources": {"subscribe": True, "listChanged": True}}
+SUBSCRIBING = ("resources/subscribe", "resources/unsubscribe")  # sessions only: 2026-07-28 listens instead
 # memory-api owns these; until it serves a route (a replica older than the gateway), the lists and completions are
 # empty and nothing can be read.
 FORWARDED = {
@@ -54,7 +59,11 @@ def initialize_result(version: str) -> dict[str, Any]:
 
 def discover_result() -> dict[str, Any]:
     """server/discover (2026-07-28): every version we speak, the handshake ones included, as a dual-era server."""
-    return {"supportedVersions": list(versions.ALL), "capabilities": CAPABILITIES, "instructions": INSTRUCTIONS}
+    return {
+        "supportedVersions": list(versions.ALL),
+        "capabilities": STATELESS_CAPABILITIES,
+        "instructions": INSTRUCTIONS,
+    }
 
 
 async def dispatch(message: Message, call: Call, gw: Gateway) -> dict[str, Any]:
@@ -69,6 +78,8 @@ async def dispatch(message: Message, call: Call, gw: Gateway) -> dict[str, Any]:
         return await _set_level(message, call, gw.sessions)
     if method in FORWARDED:
         return await _forward(message, call, gw.upstream)
+    if method in SUBSCRIBING and not versions.is_stateless(call.session.protocol_version):
+        return await _subscription(message, call, gw)
     raise RpcError(METHOD_NOT_FOUND, f"Method not found: {method}", message.id)
 
 
@@ -77,6 +88,23 @@ async def _set_level(message: Message, call: Call, sessions: SessionStore) -> di
     if level not in LOG_LEVELS:
         raise RpcError(INVALID_PARAMS, f"level must be one of {', '.join(LOG_LEVELS)}", message.id)
     await sessions.save(replace(call.session, log_level=level))
+    return {}
+
+
+async def _subscription(message: Message, call: Call, gw: Gateway) -> dict[str, Any]:
+    """resources/subscribe and /unsubscribe: notifications/resources/updated on the session's stream when the
+    resource changes in the request's workspace (mcp/subscriptions.py)."""
+    uri = message.params.get("uri")
+    if not isinstance(uri, str) or not uri or len(uri) > MAX_URI_CHARS:
+        raise RpcError(INVALID_PARAMS, f"uri: a resource URI of at most {MAX_URI_CHARS} characters", message.id)
+    principal = call.principal
+    if not principal.has_scope("read"):
+        raise RpcError(INVALID_PARAMS, "this credential lacks the 'read' scope", message.id)
+    if message.method == "resources/unsubscribe":
+        await gw.subscriptions.unsubscribe(call.session.id, principal.tenant_id, principal.workspace, uri)
+        return {}
+    if not await gw.subscriptions.subscribe(call.session.id, principal.tenant_id, principal.workspace, uri):
+        raise RpcError(INVALID_PARAMS, f"uri: a session holds at most {MAX_URIS} subscriptions", message.id)
     return {}
 
 

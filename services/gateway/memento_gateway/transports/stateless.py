@@ -35,7 +35,7 @@ from memento_gateway.mcp.jsonrpc import (
     result_response,
 )
 from memento_gateway.mcp.sessions import Session
-from memento_gateway.transports import common
+from memento_gateway.transports import common, listen
 from memento_shared.jsonio import JSONBody
 
 log = logging.getLogger(__name__)
@@ -59,6 +59,8 @@ async def post(request: Request, gw: Gateway, caller: Caller, body: Any, json_ok
         env = envelope.read(message, request.headers)
     except envelope.Rejected as rejected:
         return common.rpc_failure(400, rejected.error)
+    if message.method == listen.METHOD:
+        return await listen.open_stream(request, gw, caller, message, env, sse_ok)
     if message.method == "server/discover":
         engine.count(message.method, TRANSPORT, env.version)
         return JSONBody(result_response(message.id, envelope.stamp(message.method, methods.discover_result())))
