@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from memento_gateway.mcp import tools, versions
+from memento_gateway.mcp import tasks, tools, versions
 from memento_gateway.mcp.call import LOG_LEVELS, Call
 from memento_gateway.mcp.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND, Message, RpcError
 from memento_gateway.mcp.sessions import SessionStore
@@ -33,7 +33,12 @@ CAPABILITIES = {
     "completions": {},
     "logging": {},
 }
-STATELESS_CAPABILITIES = {**CAPABILITIES, "resources": {"subscribe": True, "listChanged": True}}
+STATELESS_CAPABILITIES = {
+    **CAPABILITIES,
+    "resources": {"subscribe": True, "listChanged": True},
+    "extensions": {tasks.EXTENSION: {}},
+}
+TASKS = tasks.METHODS  # 2026-07-28 only, for clients declaring the extension
 SUBSCRIBING = ("resources/subscribe", "resources/unsubscribe")  # sessions only: 2026-07-28 listens instead
 # memory-api owns these; until it serves a route (a replica older than the gateway), the lists and completions are
 # empty and nothing can be read.
@@ -80,6 +85,8 @@ async def dispatch(message: Message, call: Call, gw: Gateway) -> dict[str, Any]:
         return await _forward(message, call, gw.upstream)
     if method in SUBSCRIBING and not versions.is_stateless(call.session.protocol_version):
         return await _subscription(message, call, gw)
+    if method in TASKS and versions.is_stateless(call.session.protocol_version):
+        return await tasks.handle(message.id, method, params, call, gw, _task_result(call))
     raise RpcError(METHOD_NOT_FOUND, f"Method not found: {method}", message.id)
 
 
@@ -89,6 +96,13 @@ async def _set_level(message: Message, call: Call, sessions: SessionStore) -> di
         raise RpcError(INVALID_PARAMS, f"level must be one of {', '.join(LOG_LEVELS)}", message.id)
     await sessions.save(replace(call.session, log_level=level))
     return {}
+
+
+def _task_result(call: Call):
+    def shape(tool: str, body: dict[str, Any]) -> dict[str, Any]:
+        return tools.shaped(tool, body, call.session.protocol_version)
+
+    return shape
 
 
 async def _subscription(message: Message, call: Call, gw: Gateway) -> dict[str, Any]:

@@ -40,7 +40,8 @@ from memento_shared.jsonio import JSONBody
 
 log = logging.getLogger(__name__)
 TRANSPORT = "streamable-http"  # the metric's label; its version label (2026-07-28) tells the stateless form apart
-SERVED = {"tools/list", "tools/call", *methods.FORWARDED}  # besides server/discover; the rest answer 404 + -32601
+# besides server/discover and subscriptions/listen; the rest answer 404 + -32601
+SERVED = {"tools/list", "tools/call", *methods.FORWARDED, *methods.TASKS}
 
 
 async def post(request: Request, gw: Gateway, caller: Caller, body: Any, json_ok: bool, sse_ok: bool) -> Response:
@@ -98,5 +99,6 @@ async def _call(request: Request, gw: Gateway, caller: Caller, env: envelope.Env
         log_level=env.log_level,
         credential=caller.credential,
         credential_expires_at=caller.expires_at,
+        client_extensions=env.extensions,
     )
     return Call(session, replace(caller.principal, workspace=space, profiles=chosen))
