@@ -19,6 +19,7 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.subscriptions import ResourcesListChanged, ResourceUpdated
 
 from tests.gateway.conftest import ACCESS_KEY
+from tests.gateway.oauth_client import Browser, MemoryStorage, oauth
 from tests.gateway.sdk import streamable_session
 from tests.gateway.test_api_keys import new_key
 
@@ -173,3 +174,20 @@ async def test_listen_needs_an_event_stream_and_sessions_keep_resources_subscrib
         headers = {**stateless_headers(), "Mcp-Method": "resources/subscribe"}
         removed = await http.post("/mcp", json=subscribe, headers=headers)
         assert removed.status_code == 404 and removed.json()["error"]["code"] == -32601
+
+
+async def test_the_stream_closes_gracefully_when_its_token_expires(gateways):
+    gateway = await gateways(MEMENTO_OAUTH_ACCESS_TOKEN_SECONDS="2", MEMENTO_SSE_KEEPALIVE_SECONDS="0.3")
+    browser, storage = Browser(ACCESS_KEY), MemoryStorage()
+    http = create_mcp_http_client(auth=oauth(gateway.mcp_url, browser, storage))
+    async with Client(streamable_http_client(gateway.mcp_url, http_client=http)) as signed_in:
+        await signed_in.list_tools()
+    token = storage.tokens.access_token
+    async with gateway.http(Authorization=f"Bearer {token}") as raw:
+        body = listen_request("exp", {"resourcesListChanged": True})
+        async with raw.stream("POST", "/mcp", json=body, headers=stateless_headers()) as stream:
+            received = messages(stream)
+            assert (await anext(received))["method"] == "notifications/subscriptions/acknowledged"
+            async with asyncio.timeout(WAIT_S):
+                closing = await anext(received)
+    assert closing["id"] == "exp" and closing["result"]["_meta"][SUBSCRIPTION_ID] == "exp"

@@ -5,7 +5,7 @@ The stream opens with `notifications/subscriptions/acknowledged`, naming the par
 list (`resourcesListChanged`) and resource URIs (`resourceSubscriptions`). Tool and prompt lists never change here,
 so those are left out. Every message carries the subscription id (the request's JSON-RPC id) in `_meta`. The client
 ends it by closing the stream; the gateway ends it gracefully, with the request's result, at shutdown or when the
-credential it was opened with expires, and abruptly when the client falls too far behind.
+credential it was opened with expires or is revoked, and abruptly when the client falls too far behind.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from memento_gateway.mcp.hub import CLOSE
 from memento_gateway.mcp.jsonrpc import INVALID_PARAMS, INVALID_REQUEST, Message, error_response, notification
 from memento_gateway.mcp.subscriptions import LOST, MAX_URI_CHARS, MAX_URIS
 from memento_gateway.transports import common
+from memento_gateway.upstream import UpstreamUnavailable
 from memento_shared.jsonio import JSONBody
 from memento_shared.telemetry.metrics import GATEWAY_STREAMS
 
@@ -84,6 +85,16 @@ async def open_stream(
     return sse.EventStream(_stream(gw, caller, message.id, space, kept, slot))
 
 
+async def _still_valid(gw: Gateway, caller: Caller) -> bool:
+    """The credential the stream was opened with may still be used: not expired, its API key not revoked."""
+    if caller.expires_at is not None and caller.expires_at < time.time():
+        return False
+    try:
+        return await gw.auth.credential_principal(caller.principal) is not None
+    except UpstreamUnavailable:  # cannot tell now: the next keep-alive asks again
+        return True
+
+
 async def _stream(gw: Gateway, caller: Caller, subscription: Any, workspace: str, kept: dict[str, Any], slot: str):
     GATEWAY_STREAMS.labels("listen").inc()
     meta = {SUBSCRIPTION_ID: subscription}
@@ -98,8 +109,8 @@ async def _stream(gw: Gateway, caller: Caller, subscription: Any, workspace: str
                     async with asyncio.timeout(gw.settings.sse_keepalive_s):
                         item = await queue.get()
                 except TimeoutError:
-                    if caller.expires_at is not None and caller.expires_at < time.time():
-                        item = CLOSE  # the token it was opened with expired: the client must come back with a new one
+                    if not await _still_valid(gw, caller):
+                        item = CLOSE  # its credential expired or was revoked: the client must come back with another
                     else:
                         await gw.streams.renew(caller.identity, slot)
                         yield sse.KEEPALIVE
