@@ -44,10 +44,12 @@ def test_only_public_addresses_unless_the_operator_allows_private_ones(address, 
         ({"Cache-Control": "no-store"}, 0),
         ({"Cache-Control": "max-age=600, no-cache"}, 0),
         ({"Cache-Control": "private, max-age=600"}, 0),
-        ({"Expires": format_datetime(datetime.now(UTC) + timedelta(seconds=120), usegmt=True)}, 120),
+        ({"Expires": "in 120 s"}, 120),  # made when the test runs, not when it is collected
         ({"Expires": "0"}, 0),
         ({}, DEFAULT_CACHE_S),
     ],
 )
 def test_documents_are_kept_as_long_as_their_headers_say(headers, seconds):
-    assert abs(cache_seconds(headers) - seconds) <= 1
+    if headers.get("Expires") == "in 120 s":
+        headers = {"Expires": format_datetime(datetime.now(UTC) + timedelta(seconds=120), usegmt=True)}
+    assert abs(cache_seconds(headers) - seconds) <= 2  # Expires has whole seconds
