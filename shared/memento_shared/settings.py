@@ -240,6 +240,11 @@ class Settings(BaseSettings):
     oauth_signing_key: str = Field("", alias="MEMENTO_OAUTH_SIGNING_KEY")  # PEM; else kept in the data dir
     oauth_access_token_s: int = Field(900, alias="MEMENTO_OAUTH_ACCESS_TOKEN_SECONDS")
     oauth_refresh_token_days: int = Field(30, alias="MEMENTO_OAUTH_REFRESH_TOKEN_DAYS")
+    # OAuth clients identified by a Client ID Metadata Document URL (memento_gateway.oauth.cimd)
+    oauth_cimd_enabled: bool = Field(True, alias="MEMENTO_OAUTH_CIMD")
+    oauth_cimd_allow_private: bool = Field(False, alias="MEMENTO_OAUTH_CIMD_ALLOW_PRIVATE_ADDRESSES")
+    oauth_cimd_ca_file: str = Field("", alias="MEMENTO_OAUTH_CIMD_CA_FILE")  # a CA trusted besides the system's
+    oauth_cimd_timeout_s: float = Field(5.0, alias="MEMENTO_OAUTH_CIMD_TIMEOUT_SECONDS", gt=0, le=30)
     # with MEMENTO_ACCESS_KEY empty the gateway binds loopback only, unless this says otherwise explicitly
     allow_unauthenticated_bind: bool = Field(False, alias="MEMENTO_ALLOW_UNAUTHENTICATED_BIND")
 

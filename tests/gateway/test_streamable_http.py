@@ -28,7 +28,7 @@ async def test_sdk_client_in_auto_mode_speaks_the_stateless_revision_and_uses_th
     async with gateway.client() as client:
         assert client.protocol_version == "2026-07-28"
         caps = client.server_capabilities
-        assert caps.tools is not None and caps.logging is not None and caps.completions is None
+        assert caps.tools is not None and caps.logging is not None and caps.completions is not None
         tools = {t.name: t for t in (await client.list_tools()).tools}
         assert tools["remember"].output_schema and tools["remember"].annotations.read_only_hint is False
         topic = "t-" + secrets.token_hex(4)
@@ -37,7 +37,8 @@ async def test_sdk_client_in_auto_mode_speaks_the_stateless_revision_and_uses_th
         found = await client.call_tool("recall", {"topic": topic})
         assert [f["id"] for f in found.structured_content["fragments"]] == [stored.structured_content["id"]]
         assert (await client.list_resources()).resources == []
-        assert (await client.list_prompts()).prompts == []
+        prompts = [p.name for p in (await client.list_prompts()).prompts]
+        assert prompts == ["catch_up", "decisions", "changes_since", "document"]
 
 
 async def test_requests_after_initialize_need_a_live_session(gateway):
@@ -124,7 +125,8 @@ async def test_unknown_methods_tools_and_bad_params(gateway):
             assert answer.status_code == 200
             return answer.json()["error"]
 
-        assert (await error_of(rpc("completion/complete", {})))["code"] == -32601
+        assert (await error_of(rpc("no/such_method", {})))["code"] == -32601
+        assert (await error_of(rpc("completion/complete", {})))["code"] == -32602
         assert (await error_of(rpc("tools/call", {"name": "no_such_tool"})))["code"] == -32602
         assert (await error_of(rpc("tools/call", {"name": "recall", "arguments": [1]})))["code"] == -32602
         assert (await error_of(rpc("logging/setLevel", {"level": "loud"})))["code"] == -32602

@@ -25,7 +25,9 @@ from memento_gateway.mcp.hub import StreamHub
 from memento_gateway.mcp.inflight import InFlight
 from memento_gateway.mcp.jsonrpc import error_response
 from memento_gateway.mcp.sessions import SessionStore
+from memento_gateway.mcp.subscriptions import Subscriptions
 from memento_gateway.oauth import routes as oauth_routes
+from memento_gateway.oauth.cimd import ClientDocuments
 from memento_gateway.oauth.provider import MementoOAuthProvider
 from memento_gateway.oauth.signing import load_signer
 from memento_gateway.oauth.store import OAuthStore
@@ -55,6 +57,18 @@ async def redis_unavailable(request: Request, exc: Exception) -> JSONResponse:
     return JSONResponse(body, status_code=503, headers={"Retry-After": str(REDIS_DOWN_RETRY_AFTER_S)})
 
 
+def client_documents(settings: Settings, redis) -> ClientDocuments | None:
+    """OAuth clients named by a metadata document URL, unless MEMENTO_OAUTH_CIMD=false."""
+    if not settings.oauth_cimd_enabled:
+        return None
+    return ClientDocuments(
+        redis,
+        allow_private=settings.oauth_cimd_allow_private,
+        ca_file=settings.oauth_cimd_ca_file,
+        timeout_s=settings.oauth_cimd_timeout_s,
+    )
+
+
 def create_app(settings: Settings) -> Starlette:
     if not settings.internal_secret:
         raise RuntimeError("MEMENTO_INTERNAL_SECRET is not set: the gateway cannot sign principals for memory-api")
@@ -65,6 +79,7 @@ def create_app(settings: Settings) -> Starlette:
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         redis = redis_client.client(settings.redis_url, timeout=5, connect_timeout=2)
         inflight = InFlight()
+        hub = StreamHub(redis, on_cancel=inflight.cancel)
         upstream = Upstream(settings.memory_api_url, settings.internal_secret, settings.upstream_timeout_s)
         keys = ApiKeys(upstream)
         gw = Gateway(
@@ -72,31 +87,37 @@ def create_app(settings: Settings) -> Starlette:
             edge=edge,
             redis=redis,
             sessions=SessionStore(redis, settings.session_ttl_minutes * 60),
-            hub=StreamHub(redis, on_cancel=inflight.cancel),
+            hub=hub,
             inflight=inflight,
             upstream=upstream,
             auth=Authenticator(settings.memento_access_key, keys),
             rate=RateLimiter(redis, settings.rate_limit_per_minute),
             streams=StreamSlots(redis, settings.max_streams_per_principal),
             oauth=oauth,
+            subscriptions=Subscriptions(redis, hub, settings.session_ttl_minutes * 60),
         )
-        oauth.start(OAuthStore(redis, settings.oauth_refresh_token_days * 86400), load_signer(settings), gw.auth)
+        documents = client_documents(settings, redis)
+        store = OAuthStore(redis, settings.oauth_refresh_token_days * 86400)
+        oauth.start(store, load_signer(settings), gw.auth, documents)
         app.state.gateway = gw
         await gw.hub.start()
         log.info("gateway.started", extra={"public_url": edge.public_url})
         try:
             yield
         finally:
+            await gw.subscriptions.stop()
             await inflight.drain()
             await gw.hub.stop()
             await upstream.aclose()
+            if documents is not None:
+                await documents.aclose()
             await redis.aclose()
 
     app = Starlette(
         routes=[
             *streamable_http.ROUTES,
             *legacy_sse.ROUTES,
-            *oauth_routes.routes(oauth, edge),
+            *oauth_routes.routes(oauth, edge, documents=settings.oauth_cimd_enabled),
             console_routes.mount(),
             Route("/health", health, methods=["GET"]),
             Route("/livez", livez, methods=["GET"]),

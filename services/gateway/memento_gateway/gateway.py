@@ -14,6 +14,7 @@ from memento_gateway.http.limits import RateLimiter, StreamSlots
 from memento_gateway.mcp.hub import StreamHub
 from memento_gateway.mcp.inflight import InFlight
 from memento_gateway.mcp.sessions import SessionStore
+from memento_gateway.mcp.subscriptions import Subscriptions
 from memento_gateway.oauth.provider import MementoOAuthProvider
 from memento_gateway.upstream import Upstream
 from memento_shared.settings import Settings
@@ -32,6 +33,7 @@ class Gateway:
     rate: RateLimiter
     streams: StreamSlots
     oauth: MementoOAuthProvider
+    subscriptions: Subscriptions
 
 
 def gateway(request: Request) -> Gateway:

@@ -87,6 +87,22 @@ class Upstream:
             return _error("STORAGE_ERROR", "memory-api gave no usable answer", retryable=False)
         return body
 
+    async def start_task(
+        self, name: str, arguments: dict[str, Any] | None, principal: Principal, session_id: str | None
+    ) -> dict[str, Any]:
+        """`{"task": record}` for a tool call memory-api now runs as a task, or a tool error body."""
+        try:
+            response = await self._post(f"/v1/tasks/{name}", {"arguments": arguments}, principal, session_id)
+        except UpstreamUnavailable as exc:
+            if str(exc) == _UNCERTAIN:  # the answer was lost: a task may have started, with an id nobody has
+                return _error("STORAGE_ERROR", "memory-api went away as the task started; check before repeating")
+            return _error("RESOURCE_BUSY", "memory-api is unavailable; nothing was started", retryable=True)
+        body = _json(response)
+        if not isinstance(body, dict) or ("task" not in body and "error" not in body):
+            log.warning("upstream.bad_response", extra={"tool": name, "status": response.status})
+            return _error("STORAGE_ERROR", "memory-api gave no usable answer", retryable=False)
+        return body
+
     async def forward(
         self, method: str, params: dict[str, Any], principal: Principal, session_id: str | None
     ) -> dict[str, Any] | None:

@@ -18,8 +18,9 @@ from memento_memory_api.embedding_client import EmbeddingClient
 from memento_memory_api.outbox_relay import Relay
 from memento_memory_api.recall.l1 import L1Keeper
 from memento_memory_api.recall.vector import PartitionVerdicts
-from memento_memory_api.routes import console, health, keys, resources
+from memento_memory_api.routes import console, health, keys, prompts, resources, tasks
 from memento_memory_api.routes import tools as tool_routes
+from memento_memory_api.tasks import TaskRunner
 from memento_memory_api.uow import UnitOfWorkFactory
 from memento_shared import background, redis_client
 from memento_shared import l1 as l1_layout
@@ -94,6 +95,7 @@ async def _bounded(step: str, awaitable) -> None:
 
 
 async def shutdown(state) -> None:
+    await _bounded("tasks", state.tasks.stop())
     await _bounded("relay", state.relay.stop())
     await _bounded("profile_watch", state.profile_watch.stop())
     await _bounded("l1_keeper", state.l1_keeper.stop())
@@ -141,6 +143,7 @@ def create_app(settings: Settings) -> FastAPI:
         state.access = AccessRecorder(state.pool, utility_half_life_days(settings))
         state.partition_verdicts = PartitionVerdicts()
         state.access.start()
+        state.tasks = TaskRunner(state)
         state.relay = Relay(state.pool, state.queue, settings.database_url, settings=settings)
         state.relay.start()
         # the rebuild's long pipelines run in the background on the queue's client, not under REDIS_TIMEOUT_SECONDS
@@ -165,6 +168,8 @@ def create_app(settings: Settings) -> FastAPI:
     )
     app.include_router(tool_routes.router)
     app.include_router(resources.router)
+    app.include_router(prompts.router)
+    app.include_router(tasks.router)
     app.include_router(health.router)
     app.include_router(keys.router)
     app.include_router(console.router)

@@ -21,6 +21,7 @@ from opentelemetry import context as otel_context
 from opentelemetry import trace
 from redis.exceptions import ResponseError
 
+from memento_memory_api import change_notices
 from memento_shared import background
 from memento_shared.db import dead_letters, outbox
 from memento_shared.db.outbox import CHANNEL, backlog, claim_batch
@@ -85,14 +86,23 @@ async def relay_once(
     pool: asyncpg.Pool, queue: ArqRedis, batch_size: int = 100, *, durable: bool = False
 ) -> tuple[int, bool]:
     """Relay up to `batch_size` events. With `durable`, returns only after Redis has them on disk. Returns how many
-    were relayed and whether durable enqueueing is still possible (False once the server said it cannot tell)."""
+    were relayed and whether durable enqueueing is still possible (False once the server said it cannot tell).
+    Once committed, the resources they changed are announced to the gateways (change_notices)."""
+    claimed: list[asyncpg.Record] = []
     async with pool.acquire() as conn, system_transaction(conn):
-        return await relay_batch(conn, queue, batch_size, durable=durable)
+        relayed = await relay_batch(conn, queue, batch_size, durable=durable, claimed=claimed)
+    await change_notices.announce(queue, claimed)
+    return relayed
 
 
-async def relay_batch(conn: asyncpg.Connection, queue: ArqRedis, batch_size: int, *, durable: bool) -> tuple[int, bool]:
-    """relay_once's work inside the caller's transaction, which only a successful enqueue may commit."""
+async def relay_batch(
+    conn: asyncpg.Connection, queue: ArqRedis, batch_size: int, *, durable: bool, claimed: list | None = None
+) -> tuple[int, bool]:
+    """relay_once's work inside the caller's transaction, which only a successful enqueue may commit; the events
+    relayed are added to `claimed`, if given."""
     rows = await claim_batch(conn, batch_size)  # marked published, undone unless the enqueue succeeds
+    if claimed is not None:
+        claimed.extend(rows)
     if rows:
         confirmed = await enqueue_durably(queue, [job for row in rows for job in _jobs(row)], durable=durable)
         durable = durable and confirmed

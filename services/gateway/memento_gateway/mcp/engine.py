@@ -23,6 +23,7 @@ log = logging.getLogger(__name__)
 tracer = trace.get_tracer("memento.gateway")
 KNOWN = {
     "initialize", "server/discover", "ping", "tools/list", "tools/call", "logging/setLevel", *methods.FORWARDED,
+    *methods.SUBSCRIBING, "subscriptions/listen", *methods.TASKS,
     "notifications/initialized", "notifications/cancelled", "notifications/progress",
     "notifications/roots/list_changed",
 }  # fmt: skip

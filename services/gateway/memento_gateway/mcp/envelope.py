@@ -34,7 +34,15 @@ CLIENT_INFO_KEY, LOG_LEVEL_KEY, SERVER_INFO_KEY = PREFIX + "clientInfo", PREFIX 
 # `sessionId`, sent back in `_meta` (the revision: state spanning requests is named by an explicit identifier).
 SESSION_KEY = "dev.memento/sessionId"
 HANDLE = re.compile(r"^[A-Za-z0-9_-]{8,64}$")
-NAMED_BY = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}  # the body field Mcp-Name mirrors
+# the body field Mcp-Name mirrors (the tasks extension names its methods' task, so a balancer can route by it)
+NAMED_BY = {
+    "tools/call": "name",
+    "prompts/get": "name",
+    "resources/read": "uri",
+    "tasks/get": "taskId",
+    "tasks/cancel": "taskId",
+    "tasks/update": "taskId",
+}
 # Cache hints (SEP-2549) per cacheable method: (ttlMs, cacheScope). Tool lists depend on the credential's profiles;
 # resources and prompts are the tenant's own, so they are private and immediately stale.
 CACHEABLE = {
@@ -53,6 +61,7 @@ class Envelope:
     client: str  # clientInfo's name, for logs only: the revision says never to act on it
     log_level: str | None  # notifications/message for this request only, at or above this level
     handle: str | None  # the working-memory handle the client sent back, if any
+    extensions: tuple[str, ...] = ()  # the extensions its clientCapabilities declare (io.modelcontextprotocol/tasks)
 
 
 class Rejected(Exception):
@@ -110,7 +119,9 @@ def read(message: Message, headers: Headers) -> Envelope:
         raise reject(INVALID_PARAMS, f"Invalid params: {SESSION_KEY} must be a sessionId a remember returned")
     info = meta.get(CLIENT_INFO_KEY)
     client = str(info.get("name", ""))[:100] if isinstance(info, dict) else ""
-    return Envelope(version, client, level, handle)
+    declared_extensions = capabilities.get("extensions")
+    extensions = tuple(declared_extensions) if isinstance(declared_extensions, dict) else ()
+    return Envelope(version, client, level, handle, extensions)
 
 
 def _header(headers: Headers, name: str) -> str | None:
@@ -131,7 +142,8 @@ def _decoded(value: str | None) -> str | None:
 def stamp(method: str, result: dict[str, Any]) -> dict[str, Any]:
     """A result as the revision shapes it: `resultType`, our identity in `_meta`, cache hints where they apply."""
     meta = result.get("_meta") if isinstance(result.get("_meta"), dict) else {}
-    out = {**result, "resultType": "complete", "_meta": {**meta, SERVER_INFO_KEY: SERVER_INFO}}
+    # "complete" unless the result is of another kind (a task the tasks extension returns in its place)
+    out = {"resultType": "complete", **result, "_meta": {**meta, SERVER_INFO_KEY: SERVER_INFO}}
     if method in CACHEABLE:
         out["ttlMs"], out["cacheScope"] = CACHEABLE[method]
     return out

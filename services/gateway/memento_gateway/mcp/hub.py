@@ -3,7 +3,8 @@
 The replica holding a client's open SSE stream subscribes to that session's channel; whichever replica handles
 the client's next POST publishes there, so the message reaches the stream wherever it lives. One pub/sub
 connection per replica carries every channel (a connection per stream would not scale to many clients).
-The same connection hears cancellations, which must reach the replica running the cancelled request.
+The same connection hears cancellations, which must reach the replica running the cancelled request, and the
+change notices memory-api's relay publishes (memento_shared.changes), which go to `on_change` (mcp/subscriptions.py).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import anyio
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-from memento_shared import background
+from memento_shared import background, changes
 
 log = logging.getLogger(__name__)
 
@@ -36,12 +37,13 @@ class StreamHub:
         self.redis = redis
         self.pubsub = redis.pubsub()
         self.on_cancel = on_cancel
+        self.on_change: Callable[[Any], None] | None = None
         self.queues: dict[str, asyncio.Queue[dict[str, Any]]] = {}
         self.reader: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
         # Always subscribed to one channel: the reader then never sees an idle, unsubscribed connection.
-        await self.pubsub.subscribe(CANCEL_CHANNEL)
+        await self.pubsub.subscribe(CANCEL_CHANNEL, changes.CHANNEL)
         self.reader = asyncio.create_task(self._read(), name="stream-hub")
 
     async def stop(self) -> None:
@@ -101,6 +103,10 @@ class StreamHub:
 
     def _route(self, raw_channel: bytes | str, data: bytes | str) -> None:
         name = raw_channel.decode() if isinstance(raw_channel, bytes) else raw_channel
+        if name == changes.CHANNEL:
+            if self.on_change is not None:
+                self.on_change(data)
+            return
         try:
             payload = json.loads(data)
         except ValueError:

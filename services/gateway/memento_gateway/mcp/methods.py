@@ -6,10 +6,11 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from memento_gateway.mcp import tools, versions
+from memento_gateway.mcp import tasks, tools, versions
 from memento_gateway.mcp.call import LOG_LEVELS, Call
 from memento_gateway.mcp.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND, Message, RpcError
 from memento_gateway.mcp.sessions import SessionStore
+from memento_gateway.mcp.subscriptions import MAX_URI_CHARS, MAX_URIS
 from memento_gateway.upstream import Upstream, UpstreamUnavailable
 from memento_shared.errors import MementoError
 from memento_shared.tools.spec import refuse_unencodable
@@ -22,20 +23,32 @@ INSTRUCTIONS = (
     "Memento stores typed knowledge fragments across sessions. Call `context` or `recall` at the start "
     "of a task, `remember` facts, decisions, errors, preferences and procedures as you learn them."
 )
-# Capabilities we actually serve. No completions: nothing here has completable arguments yet.
+# Capabilities we actually serve. Completions: of prompt arguments and the resource template's id (memory-api).
+# Resources: subscriptions to one resource's updates in a session (resources/subscribe); in 2026-07-28 the listen
+# stream also carries the resource list's changes.
 CAPABILITIES = {
     "tools": {"listChanged": False},
-    "resources": {"subscribe": False, "listChanged": False},
+    "resources": {"subscribe": True, "listChanged": False},
     "prompts": {"listChanged": False},
+    "completions": {},
     "logging": {},
 }
-# memory-api owns these; until it serves a route, the lists are empty and nothing can be read.
+STATELESS_CAPABILITIES = {
+    **CAPABILITIES,
+    "resources": {"subscribe": True, "listChanged": True},
+    "extensions": {tasks.EXTENSION: {}},
+}
+TASKS = tasks.METHODS  # 2026-07-28 only, for clients declaring the extension
+SUBSCRIBING = ("resources/subscribe", "resources/unsubscribe")  # sessions only: 2026-07-28 listens instead
+# memory-api owns these; until it serves a route (a replica older than the gateway), the lists and completions are
+# empty and nothing can be read.
 FORWARDED = {
     "resources/list": {"resources": []},
     "resources/templates/list": {"resourceTemplates": []},
     "resources/read": None,
     "prompts/list": {"prompts": []},
     "prompts/get": None,
+    "completion/complete": {"completion": {"values": [], "total": 0, "hasMore": False}},
 }
 RESOURCE_NOT_FOUND = -32002  # resources/read of an unknown URI, up to 2025-11-25 (2026-07-28: invalid params)
 
@@ -51,7 +64,11 @@ def initialize_result(version: str) -> dict[str, Any]:
 
 def discover_result() -> dict[str, Any]:
     """server/discover (2026-07-28): every version we speak, the handshake ones included, as a dual-era server."""
-    return {"supportedVersions": list(versions.ALL), "capabilities": CAPABILITIES, "instructions": INSTRUCTIONS}
+    return {
+        "supportedVersions": list(versions.ALL),
+        "capabilities": STATELESS_CAPABILITIES,
+        "instructions": INSTRUCTIONS,
+    }
 
 
 async def dispatch(message: Message, call: Call, gw: Gateway) -> dict[str, Any]:
@@ -66,6 +83,10 @@ async def dispatch(message: Message, call: Call, gw: Gateway) -> dict[str, Any]:
         return await _set_level(message, call, gw.sessions)
     if method in FORWARDED:
         return await _forward(message, call, gw.upstream)
+    if method in SUBSCRIBING and not versions.is_stateless(call.session.protocol_version):
+        return await _subscription(message, call, gw)
+    if method in TASKS and versions.is_stateless(call.session.protocol_version):
+        return await tasks.handle(message.id, method, params, call, gw, _task_result(call))
     raise RpcError(METHOD_NOT_FOUND, f"Method not found: {method}", message.id)
 
 
@@ -74,6 +95,30 @@ async def _set_level(message: Message, call: Call, sessions: SessionStore) -> di
     if level not in LOG_LEVELS:
         raise RpcError(INVALID_PARAMS, f"level must be one of {', '.join(LOG_LEVELS)}", message.id)
     await sessions.save(replace(call.session, log_level=level))
+    return {}
+
+
+def _task_result(call: Call):
+    def shape(tool: str, body: dict[str, Any]) -> dict[str, Any]:
+        return tools.shaped(tool, body, call.session.protocol_version)
+
+    return shape
+
+
+async def _subscription(message: Message, call: Call, gw: Gateway) -> dict[str, Any]:
+    """resources/subscribe and /unsubscribe: notifications/resources/updated on the session's stream when the
+    resource changes in the request's workspace (mcp/subscriptions.py)."""
+    uri = message.params.get("uri")
+    if not isinstance(uri, str) or not uri or len(uri) > MAX_URI_CHARS:
+        raise RpcError(INVALID_PARAMS, f"uri: a resource URI of at most {MAX_URI_CHARS} characters", message.id)
+    principal = call.principal
+    if not principal.has_scope("read"):
+        raise RpcError(INVALID_PARAMS, "this credential lacks the 'read' scope", message.id)
+    if message.method == "resources/unsubscribe":
+        await gw.subscriptions.unsubscribe(call.session.id, principal.tenant_id, principal.workspace, uri)
+        return {}
+    if not await gw.subscriptions.subscribe(call.session.id, principal.tenant_id, principal.workspace, uri):
+        raise RpcError(INVALID_PARAMS, f"uri: a session holds at most {MAX_URIS} subscriptions", message.id)
     return {}
 
 

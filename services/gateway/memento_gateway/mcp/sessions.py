@@ -33,6 +33,7 @@ class Session:
     log_level: str | None = None  # set by logging/setLevel; no log notifications until then
     credential: str = "operator"  # operator | api_key | oauth | open (auth disabled)
     credential_expires_at: float | None = None  # an OAuth token's expiry: /message stops trusting it then
+    client_extensions: tuple[str, ...] = ()  # extensions the client declared (2026-07-28: on each request)
 
     def owned_by(self, principal: Principal) -> bool:
         return (self.principal.tenant_id, self.principal.subject) == (principal.tenant_id, principal.subject)

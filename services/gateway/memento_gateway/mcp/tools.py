@@ -8,7 +8,7 @@ from typing import Any
 from opentelemetry import trace
 from redis.asyncio import Redis
 
-from memento_gateway.mcp import versions
+from memento_gateway.mcp import tasks, versions
 from memento_gateway.mcp.call import Call
 from memento_gateway.mcp.jsonrpc import INVALID_PARAMS, RpcError
 from memento_gateway.mcp.progress import ToolProgress
@@ -51,6 +51,10 @@ async def call_tool(
         refuse_unencodable(arguments)
     except MementoError as exc:
         return _tool_error(name, exc.to_body())
+    if tasks.wanted(call, name):
+        with tracer.start_as_current_span(f"tools/call {name} (task)", attributes={"mcp.tool": name}):
+            body = await upstream.start_task(name, arguments, call.principal, call.session.id)
+        return tasks.created(body["task"]) if "task" in body else shaped(name, body, call.session.protocol_version)
     progress = ToolProgress(call, params, redis, reports_steps=TOOLS[name].reports_progress)
     await progress.start(f"{name} started")
     with tracer.start_as_current_span(f"tools/call {name}", attributes={"mcp.tool": name}):
@@ -58,16 +62,22 @@ async def call_tool(
             upstream.call_tool(name, arguments, call.principal, call.session.id, progress_id=progress.id)
         )
     await progress.finish(f"{name} finished")
+    if "error" in body and body["error"].get("code") in UPSTREAM_FAILURES:
+        await call.log("warning", {"tool": name, "error": body["error"]["code"]})
+    return shaped(name, body, call.session.protocol_version)
+
+
+def shaped(name: str, body: dict[str, Any], version: str) -> dict[str, Any]:
+    """The CallToolResult of memory-api's answer to a call of `name`, for a client of `version` (also a task's
+    result, on tasks/get)."""
     if "error" in body:
-        if body["error"].get("code") in UPSTREAM_FAILURES:
-            await call.log("warning", {"tool": name, "error": body["error"]["code"]})
         return _tool_error(name, body)
     result = body["result"]
     # the text content is the JSON, unless the dialect answers in words of its own (memory-api's `text`)
     text = body["text"] if isinstance(body.get("text"), str) else jsonio.dumps_str(result)
     out: dict[str, Any] = {"content": [{"type": "text", "text": text}]}
     out["isError"] = False
-    if versions.has_structured_output(call.session.protocol_version):
+    if versions.has_structured_output(version):
         out["structuredContent"] = result
     return out
 

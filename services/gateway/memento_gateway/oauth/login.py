@@ -7,6 +7,7 @@ Hardened as a login form should be: no caching, no framing, a few tries per sign
 from __future__ import annotations
 
 import html
+from urllib.parse import urlsplit
 
 from mcp.server.auth.provider import AuthorizationParams, construct_redirect_uri
 from starlette.requests import Request
@@ -29,10 +30,11 @@ PAGE = """<!doctype html>
 <style>body{{font:16px system-ui,sans-serif;max-width:28rem;margin:4rem auto;padding:0 1rem;color:#222}}
 input{{width:100%;padding:.5rem;margin:.5rem 0 1rem;box-sizing:border-box}}
 button{{padding:.5rem 1rem;margin-right:.5rem}}
-.error{{color:#a00}}</style></head>
+.error,.warn{{color:#a00}}</style></head>
 <body><h1>Memento</h1>
-<p><strong>{client}</strong> asks to use this memory server with the scopes <strong>{scopes}</strong>.</p>
-<p>Enter an access key: the operator key, or an API key from <code>memento-admin keys create</code>.</p>
+<p><strong>{client}</strong> {vouched} asks to use this memory server with the scopes <strong>{scopes}</strong>.</p>
+<p>When you answer, your browser goes back to <strong>{redirect_host}</strong>.</p>
+{warning}<p>Enter an access key: the operator key, or an API key from <code>memento-admin keys create</code>.</p>
 {error}<form method="post" action="/oauth/login">
 <input type="hidden" name="request" value="{request}">
 <label for="access_key">Access key</label>
@@ -42,10 +44,29 @@ button{{padding:.5rem 1rem;margin-right:.5rem}}
 </form></body></html>"""
 
 
+LOOPBACK_WARNING = (
+    '<p class="warn">It goes back to this computer: allow only if you started this client yourself just now '
+    "(any program here could claim that name).</p>"
+)
+
+
+def _vouched(pending: dict) -> str:
+    """Who stands behind the client's name: the host serving its metadata document, or nobody (it registered
+    itself, and any client can register under any name)."""
+    host = pending.get("client_host")
+    if host:
+        return f"(from <strong>{html.escape(host)}</strong>, which publishes its metadata)"
+    return "(a client that registered itself: its name is not verified)"
+
+
 def _page(pending: dict, request_id: str, error: str = "", status: int = 200) -> HTMLResponse:
     scopes = " ".join(pending["params"].get("scopes") or ["(those of the key)"])
+    redirect_host = pending.get("redirect_host") or urlsplit(pending["params"]["redirect_uri"] or "").hostname or "?"
     body = PAGE.format(
         client=html.escape(pending["client_name"]),
+        vouched=_vouched(pending),
+        redirect_host=html.escape(redirect_host),
+        warning=LOOPBACK_WARNING if pending.get("loopback_redirect") else "",
         scopes=html.escape(scopes),
         request=html.escape(request_id),
         error=f'<p class="error">{html.escape(error)}</p>' if error else "",

@@ -30,7 +30,8 @@ from mcp.server.auth.provider import (
 from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
 
 from memento_gateway.auth.authenticator import Authenticator, AuthError, Caller
-from memento_gateway.edge import Edge
+from memento_gateway.edge import LOOPBACK_HOSTS, Edge
+from memento_gateway.oauth.cimd import ClientDocuments, Refused, is_document_id
 from memento_gateway.oauth.signing import Signer
 from memento_gateway.oauth.store import CODE_TTL_S, OAuthStore
 from memento_shared.principal import Principal
@@ -65,16 +66,30 @@ class MementoOAuthProvider:
         self.store: OAuthStore
         self.signer: Signer
         self.auth: Authenticator
+        self.documents: ClientDocuments | None = None  # None: Client ID Metadata Documents switched off
 
-    def start(self, store: OAuthStore, signer: Signer, auth: Authenticator) -> None:
+    def start(
+        self, store: OAuthStore, signer: Signer, auth: Authenticator, documents: ClientDocuments | None = None
+    ) -> None:
         """Late binding: the SDK's routes are built with the app, Redis and the key exist from the lifespan on."""
-        self.store, self.signer, self.auth = store, signer, auth
+        self.store, self.signer, self.auth, self.documents = store, signer, auth, documents
         auth.tokens = self
 
-    # --- clients ---
+    # --- clients: registered (RFC 7591), or described by their metadata document (oauth/cimd.py) ---
     async def get_client(self, client_id: str) -> OAuthClientInformationFull | None:
+        if is_document_id(client_id):
+            return await self.document_client(client_id)
         record = await self.store.get_client(client_id) if 0 < len(client_id) <= 64 else None
         return OAuthClientInformationFull.model_validate(record) if record else None
+
+    async def document_client(self, url: str) -> OAuthClientInformationFull | None:
+        """The client a metadata document describes; None when documents are off or this one is refused."""
+        if self.documents is None:
+            return None
+        try:
+            return await self.documents.client(url)
+        except Refused:
+            return None
 
     async def register_client(self, client_info: OAuthClientInformationFull) -> None:
         for uri in client_info.redirect_uris or []:
@@ -86,10 +101,15 @@ class MementoOAuthProvider:
     async def authorize(self, client: OAuthClientInformationFull, params: AuthorizationParams) -> str:
         if params.resource is not None and not same_resource(params.resource, self.edge):
             raise AuthorizeError("invalid_target", f"this server issues tokens for {self.edge.resource_url} only")
+        redirect_host = urlsplit(str(params.redirect_uri)).hostname or ""
         request_id = await self.store.put_pending(
             {
                 "client_id": client.client_id,
                 "client_name": client.client_name or client.client_id,
+                # the host vouching for the name (its metadata document's); none for a self-registered client
+                "client_host": urlsplit(client.client_id).hostname if is_document_id(client.client_id) else None,
+                "redirect_host": redirect_host,
+                "loopback_redirect": redirect_host in LOOPBACK_HOSTS or redirect_host.strip("[]") in LOOPBACK_HOSTS,
                 "params": params.model_dump(mode="json"),
             }
         )

@@ -35,12 +35,13 @@ from memento_gateway.mcp.jsonrpc import (
     result_response,
 )
 from memento_gateway.mcp.sessions import Session
-from memento_gateway.transports import common
+from memento_gateway.transports import common, listen
 from memento_shared.jsonio import JSONBody
 
 log = logging.getLogger(__name__)
 TRANSPORT = "streamable-http"  # the metric's label; its version label (2026-07-28) tells the stateless form apart
-SERVED = {"tools/list", "tools/call", *methods.FORWARDED}  # besides server/discover; the rest answer 404 + -32601
+# besides server/discover and subscriptions/listen; the rest answer 404 + -32601
+SERVED = {"tools/list", "tools/call", *methods.FORWARDED, *methods.TASKS}
 
 
 async def post(request: Request, gw: Gateway, caller: Caller, body: Any, json_ok: bool, sse_ok: bool) -> Response:
@@ -59,6 +60,8 @@ async def post(request: Request, gw: Gateway, caller: Caller, body: Any, json_ok
         env = envelope.read(message, request.headers)
     except envelope.Rejected as rejected:
         return common.rpc_failure(400, rejected.error)
+    if message.method == listen.METHOD:
+        return await listen.open_stream(request, gw, caller, message, env, sse_ok)
     if message.method == "server/discover":
         engine.count(message.method, TRANSPORT, env.version)
         return JSONBody(result_response(message.id, envelope.stamp(message.method, methods.discover_result())))
@@ -96,5 +99,6 @@ async def _call(request: Request, gw: Gateway, caller: Caller, env: envelope.Env
         log_level=env.log_level,
         credential=caller.credential,
         credential_expires_at=caller.expires_at,
+        client_extensions=env.extensions,
     )
     return Call(session, replace(caller.principal, workspace=space, profiles=chosen))

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Awaitable
+from typing import Any
 
 import asyncpg
 from fastapi import APIRouter, Request
@@ -93,26 +95,33 @@ async def call_tool(name: str, request: Request) -> JSONResponse:
         principal = decode_principal(request.headers.get(HEADER), state.settings.internal_secret)
     except (PrincipalError, ValueError, TypeError):
         return JSONResponse({"error": {"code": "UNAUTHORIZED", "message": "caller is not authenticated"}}, 401)
-    spec = TOOLS.get(name)
-    handler = HANDLERS.get(name)
-    if spec is None or handler is None:
+    if TOOLS.get(name) is None or HANDLERS.get(name) is None:
         return JSONResponse({"error": {"code": "INVALID_PARAMETER", "message": f"unknown tool {name!r}"}}, 404)
+    session_id = request.headers.get("X-Memento-Session-Id")
+    progress_id = progress.valid_id(request.headers.get(progress.HEADER))
+    return JSONBody(await run_tool(state, principal, name, request.json(), session_id, progress_id))
 
+
+async def run_tool(
+    state, principal: Principal, name: str, body: Awaitable[Any], session_id: str | None, progress_id: str | None
+) -> dict[str, Any]:
+    """One call of a known tool, answered as `{"result": ...}` (and `text`) or `{"error": ...}` in its dialect's
+    codes: the request's body (awaited here, so a body that is no JSON is answered like any failure), its arguments
+    validated, the handler run in the caller's scope. Also run by background tasks (memento_memory_api.tasks)."""
+    spec, handler = TOOLS[name], HANDLERS[name]
     started = time.perf_counter()
     status = "ok"
     with tracer.start_as_current_span(f"tool {name}", attributes={"memento.tool": name}):
         try:
-            body = await request.json()
+            body = await body
             arguments = body.get("arguments") if isinstance(body, dict) else None
             if arguments is not None and not isinstance(arguments, dict):
                 raise MementoError(ErrorCode.INVALID_PARAMETER, "arguments: must be an object", field="arguments")
             if not principal.has_scope(spec.scope):
                 raise MementoError(ErrorCode.FORBIDDEN, f"this credential lacks the {spec.scope!r} scope")
             args = spec.parse(arguments)
-            scope = resolve_scope(
-                principal, getattr(args, "agentId", None), request.headers.get("X-Memento-Session-Id")
-            )
-            ctx = tool_context(state, principal, scope, progress.valid_id(request.headers.get(progress.HEADER)))
+            scope = resolve_scope(principal, getattr(args, "agentId", None), session_id)
+            ctx = tool_context(state, principal, scope, progress_id)
             result = await handler(ctx, args)
             payload = (
                 {"result": result.result, "text": result.text} if isinstance(result, Answer) else {"result": result}
@@ -136,4 +145,4 @@ async def call_tool(name: str, request: Request) -> JSONResponse:
         payload = spec.error_body(payload)
     TOOL_CALLS.labels(name, status).inc()
     TOOL_LATENCY.labels(name, status).observe(time.perf_counter() - started)
-    return JSONBody(payload)
+    return payload
