@@ -771,6 +771,7 @@ def start_valkey(
     log_path: Path | None = None,
     timeout: float = 60.0,
     cluster: bool = False,
+    cluster_port: int | None = None,
 ) -> EmbeddedValkey:
     """Start valkey-server keeping its data in `data_dir` (append-only file, so writes survive restarts).
 
@@ -797,7 +798,7 @@ def start_valkey(
     argv += ["--appendonly", "yes", "--save", "", "--daemonize", "no", "--logfile", ""]
     if cluster:
         # the cluster bus on a free port of its own (by default it is the port + 10000, which may be taken or too high)
-        cluster_port = free_port()
+        cluster_port = cluster_port or free_port()
         argv += ["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-port", str(cluster_port)]
         argv += ["--cluster-node-timeout", str(CLUSTER_NODE_TIMEOUT_MS), "--cluster-replica-validity-factor", "0"]
     process = spawn(argv, log_path=log_path, death_signal=signal.SIGTERM)
@@ -880,6 +881,42 @@ class EmbeddedValkeyCluster:
             if time.monotonic() > deadline:
                 raise EmbeddedError(f"the valkey cluster was not ok within {timeout:.0f} s")
             time.sleep(0.1)
+
+    def replica_of(self, primary: EmbeddedValkey) -> EmbeddedValkey:
+        """The live node that replicates `primary` now."""
+        for node in self.nodes:
+            if node is not primary and node.running:
+                role = node.command("ROLE")
+                if role[0] == "slave" and int(role[2]) == primary.port:
+                    return node
+        raise EmbeddedError(f"no live replica follows the node on port {primary.port}")
+
+    def kill_and_promote(self, primary: EmbeddedValkey, timeout: float = 30.0) -> EmbeddedValkey:
+        """A crash: `primary` is killed (SIGKILL, nothing flushed) and its replica takes its slots over at once
+        (CLUSTER FAILOVER TAKEOVER, what the cluster does by itself after CLUSTER_NODE_TIMEOUT_MS). Returns the new
+        primary once every live node sees the cluster ok again."""
+        replica = self.replica_of(primary)
+        primary.process.kill()
+        primary.process.wait(timeout)
+        replica.command("CLUSTER", "FAILOVER", "TAKEOVER")
+        deadline = time.monotonic() + timeout
+        while replica.command("ROLE")[0] != "master":
+            if time.monotonic() > deadline:
+                raise EmbeddedError(f"the replica on port {replica.port} was not promoted within {timeout:.0f} s")
+            time.sleep(0.05)
+        self.wait_healthy(timeout=max(1.0, deadline - time.monotonic()))
+        return replica
+
+    def restart(self, node: EmbeddedValkey, timeout: float = 30.0) -> EmbeddedValkey:
+        """Start a stopped node again on its port and data (its node table included): a primary that was failed over
+        comes back as a replica of the node that took its slots. Returns once the cluster is ok with it in sync."""
+        again = start_valkey(
+            node.data_dir, port=node.port, password=self.password, cluster=True, cluster_port=node.cluster_port
+        )
+        for group in (self.primaries, self.replicas):
+            group[:] = [again if n is node else n for n in group]
+        self.wait_healthy(timeout)
+        return again
 
     def stop(self, timeout: float = 30.0) -> None:
         stop_processes([n.process for n in self.nodes if n.running], sig=signal.SIGTERM, timeout=timeout)

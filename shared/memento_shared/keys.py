@@ -28,9 +28,9 @@ import zlib
 
 
 def tag(tenant_id: str) -> str:
-    """`{tenant}`: braces (and `%`, the escape) are percent-escaped, so a tenant id can never end the tag early or
-    leave it empty (either would spread one tenant's keys over several slots)."""
-    return "{" + tenant_id.replace("%", "%25").replace("{", "%7B").replace("}", "%7D") + "}"
+    """`{tenant}`: braces (and `%`, the escape) are percent-escaped, so a tenant id can never end the tag early, and
+    an empty one is `%00` (an empty tag `{}` would have the whole key hashed, spreading one tenant over slots)."""
+    return "{" + (tenant_id.replace("%", "%25").replace("{", "%7B").replace("}", "%7D") or "%00") + "}"
 
 
 def _part(value: str) -> str:
