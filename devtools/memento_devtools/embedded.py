@@ -44,12 +44,14 @@ __all__ = [
     "EmbeddedError",
     "EmbeddedPostgres",
     "EmbeddedValkey",
+    "EmbeddedValkeyCluster",
     "ValkeyReplyError",
     "free_port",
     "port_is_free",
     "spawn",
     "start_postgres",
     "start_valkey",
+    "start_valkey_cluster",
     "stop_process",
     "stop_processes",
 ]
@@ -714,6 +716,7 @@ class EmbeddedValkey:
     log_path: Path
     process: subprocess.Popen[bytes]
     host: str = LOOPBACK
+    cluster_port: int | None = None  # a cluster node's bus port
 
     @property
     def pid(self) -> int:
@@ -767,10 +770,13 @@ def start_valkey(
     password: str,
     log_path: Path | None = None,
     timeout: float = 60.0,
+    cluster: bool = False,
+    cluster_port: int | None = None,
 ) -> EmbeddedValkey:
     """Start valkey-server keeping its data in `data_dir` (append-only file, so writes survive restarts).
 
-    `port=None` picks a free port. The log goes to `log_path` (default: `valkey.log` in data_dir).
+    `port=None` picks a free port. The log goes to `log_path` (default: `valkey.log` in data_dir). `cluster`: a
+    Valkey Cluster node (its node table in data_dir; `start_valkey_cluster` joins nodes into a cluster).
     Returns once it answers PING; on any failure (or interruption) nothing is left running.
     """
     data_dir = Path(data_dir).resolve()
@@ -784,15 +790,176 @@ def start_valkey(
     fd = os.open(config, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as handle:
         handle.write(f'requirepass "{password}"\n')
+        if cluster:  # a replica authenticates to its primary with the same password
+            handle.write(f'masterauth "{password}"\n')
     os.chmod(config, 0o600)
     argv: list[str | Path] = [valkey_binary(), config]
     argv += ["--bind", LOOPBACK, "--port", str(port), "--dir", data_dir]
     argv += ["--appendonly", "yes", "--save", "", "--daemonize", "no", "--logfile", ""]
+    if cluster:
+        # the cluster bus on a free port of its own (by default it is the port + 10000, which may be taken or too high)
+        cluster_port = cluster_port or free_port()
+        argv += ["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-port", str(cluster_port)]
+        argv += ["--cluster-node-timeout", str(CLUSTER_NODE_TIMEOUT_MS), "--cluster-replica-validity-factor", "0"]
     process = spawn(argv, log_path=log_path, death_signal=signal.SIGTERM)
     server = EmbeddedValkey(data_dir=data_dir, port=port, password=password, log_path=log_path, process=process)
+    server.cluster_port = cluster_port if cluster else None
     try:
         _wait_ready(process, server._answers_ping, what="valkey", log_path=log_path, timeout=timeout)
     except BaseException:
         server.stop(timeout=10)
         raise
     return server
+
+
+# --------------------------------------------------------------------------------------------------
+# Valkey Cluster
+
+CLUSTER_SLOTS = 16384
+# how long a node may not answer before the others mark it failed and its replica takes over on its own; small, so a
+# test's or a benchmark's failover completes in seconds (Valkey's default is 15 s)
+CLUSTER_NODE_TIMEOUT_MS = 2000
+
+
+@dataclass
+class EmbeddedValkeyCluster:
+    """A Valkey Cluster on loopback: `primaries[i]` serves the i-th third (or so) of the hash slots and
+    `replicas[i]` replicates it. Node roles change on failover: ask `primary_for_slot`."""
+
+    primaries: list[EmbeddedValkey]
+    replicas: list[EmbeddedValkey]
+    password: str
+
+    @property
+    def nodes(self) -> list[EmbeddedValkey]:
+        return self.primaries + self.replicas
+
+    @property
+    def url(self) -> str:
+        """What REDIS_URL takes for a cluster: the scheme says so, and every node is a seed."""
+        seeds = ",".join(f"{n.host}:{n.port}" for n in self.nodes)
+        return f"redis+cluster://:{quote(self.password, safe='')}@{seeds}"
+
+    def node_on(self, port: int) -> EmbeddedValkey:
+        return next(n for n in self.nodes if n.port == port)
+
+    def primary_for_slot(self, slot: int) -> EmbeddedValkey:
+        """The node serving `slot` now, as a live node's CLUSTER SHARDS says."""
+        for node in self.nodes:
+            if not node.running:
+                continue
+            with suppress(OSError, ValkeyReplyError):
+                for shard in node.command("CLUSTER", "SHARDS"):
+                    info = dict(zip(shard[::2], shard[1::2], strict=True))
+                    ranges = info["slots"]
+                    if any(int(lo) <= slot <= int(hi) for lo, hi in zip(ranges[::2], ranges[1::2], strict=True)):
+                        for entry in info["nodes"]:
+                            fields = dict(zip(entry[::2], entry[1::2], strict=True))
+                            if fields["role"] == "master" and fields["health"] == "online":
+                                return self.node_on(int(fields["port"]))
+        raise EmbeddedError(f"no live primary serves slot {slot}")
+
+    def healthy(self) -> bool:
+        """Every live node sees the cluster as ok (all slots served), and every live replica is in sync with its
+        primary (so a WAIT can be answered)."""
+        try:
+            for node in self.nodes:
+                if not node.running:
+                    continue
+                if "cluster_state:ok" not in str(node.command("CLUSTER", "INFO", timeout=2)):
+                    return False
+                replication = str(node.command("INFO", "replication", timeout=2))
+                if "role:slave" in replication and "master_link_status:up" not in replication:
+                    return False
+            return True
+        except (OSError, ValkeyReplyError):
+            return False
+
+    def wait_healthy(self, timeout: float = 30.0) -> None:
+        deadline = time.monotonic() + timeout
+        while not self.healthy():
+            if time.monotonic() > deadline:
+                raise EmbeddedError(f"the valkey cluster was not ok within {timeout:.0f} s")
+            time.sleep(0.1)
+
+    def replica_of(self, primary: EmbeddedValkey) -> EmbeddedValkey:
+        """The live node that replicates `primary` now."""
+        for node in self.nodes:
+            if node is not primary and node.running:
+                role = node.command("ROLE")
+                if role[0] == "slave" and int(role[2]) == primary.port:
+                    return node
+        raise EmbeddedError(f"no live replica follows the node on port {primary.port}")
+
+    def kill_and_promote(self, primary: EmbeddedValkey, timeout: float = 30.0) -> EmbeddedValkey:
+        """A crash: `primary` is killed (SIGKILL, nothing flushed) and its replica takes its slots over at once
+        (CLUSTER FAILOVER TAKEOVER, what the cluster does by itself after CLUSTER_NODE_TIMEOUT_MS). Returns the new
+        primary once every live node sees the cluster ok again."""
+        replica = self.replica_of(primary)
+        primary.process.kill()
+        primary.process.wait(timeout)
+        replica.command("CLUSTER", "FAILOVER", "TAKEOVER")
+        deadline = time.monotonic() + timeout
+        while replica.command("ROLE")[0] != "master":
+            if time.monotonic() > deadline:
+                raise EmbeddedError(f"the replica on port {replica.port} was not promoted within {timeout:.0f} s")
+            time.sleep(0.05)
+        self.wait_healthy(timeout=max(1.0, deadline - time.monotonic()))
+        return replica
+
+    def restart(self, node: EmbeddedValkey, timeout: float = 30.0) -> EmbeddedValkey:
+        """Start a stopped node again on its port and data (its node table included): a primary that was failed over
+        comes back as a replica of the node that took its slots. Returns once the cluster is ok with it in sync."""
+        again = start_valkey(
+            node.data_dir, port=node.port, password=self.password, cluster=True, cluster_port=node.cluster_port
+        )
+        for group in (self.primaries, self.replicas):
+            group[:] = [again if n is node else n for n in group]
+        self.wait_healthy(timeout)
+        return again
+
+    def stop(self, timeout: float = 30.0) -> None:
+        stop_processes([n.process for n in self.nodes if n.running], sig=signal.SIGTERM, timeout=timeout)
+
+    def __enter__(self) -> EmbeddedValkeyCluster:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def start_valkey_cluster(
+    root: Path, *, password: str, primaries: int = 3, timeout: float = 60.0
+) -> EmbeddedValkeyCluster:
+    """`primaries` Valkey Cluster primaries, each with one replica, on free loopback ports (data under `root`), the
+    hash slots split evenly between the primaries. Returns once every node reports the cluster ok; on any failure
+    nothing is left running."""
+    root = Path(root).resolve()
+    started: list[EmbeddedValkey] = []
+    try:
+        for i in range(2 * primaries):
+            started.append(start_valkey(root / f"node{i}", password=password, cluster=True, timeout=timeout))
+        first = started[0]
+        for node in started[1:]:
+            first.command("CLUSTER", "MEET", node.host, node.port, node.cluster_port)
+        share = CLUSTER_SLOTS // primaries
+        for i, node in enumerate(started[:primaries]):
+            last = CLUSTER_SLOTS - 1 if i == primaries - 1 else (i + 1) * share - 1
+            node.command("CLUSTER", "ADDSLOTSRANGE", i * share, last)
+        cluster = EmbeddedValkeyCluster(started[:primaries], started[primaries:], password)
+        deadline = time.monotonic() + timeout
+        for primary, replica in zip(cluster.primaries, cluster.replicas, strict=True):
+            primary_id = primary.command("CLUSTER", "MYID")
+            while True:  # a replica can follow a primary only once the gossip has told it of that primary
+                try:
+                    replica.command("CLUSTER", "REPLICATE", primary_id)
+                    break
+                except ValkeyReplyError:
+                    if time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.05)
+        cluster.wait_healthy(timeout=max(1.0, deadline - time.monotonic()))
+        return cluster
+    except BaseException:
+        stop_processes([n.process for n in started], sig=signal.SIGTERM, timeout=10)
+        raise

@@ -29,6 +29,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from memento_shared import keys
 from memento_shared.settings import Settings
 
 JOB_NAME = "consolidate"
@@ -68,7 +69,7 @@ class ConsolidationBusy(Exception):
 
 
 def progress_key(tenant_id: str, workspace: str) -> str:
-    return f"memento:consolidation:{{{tenant_id}}}:{workspace}:progress"
+    return keys.consolidation_progress(tenant_id, workspace)
 
 
 def lifecycle(settings: Settings) -> dict[str, Any]:

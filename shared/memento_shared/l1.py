@@ -14,27 +14,23 @@ from datetime import datetime
 
 from redis.exceptions import RedisError
 
+from memento_shared import keys
+
 log = logging.getLogger(__name__)
 
-# ":2" since agent ids are escaped in keys: a store indexed under the old layout is rebuilt once
-READY_KEY = "memento:l1:ready:2"
-# the old layout's marker: a rebuild drops it before clearing the sets, so replicas still running the old code during
+# The key names live in memento_shared.keys (the state Redis may be a cluster: the sets carry their tenant as hash
+# tag, the control keys the tag `{l1}`, since MARK_READY and `invalidate` touch several of them at once).
+READY_KEY = keys.L1_READY
+# older layouts' markers: a rebuild drops them before clearing the sets, so replicas still running older code during
 # a rolling upgrade stop trusting an L1 that is being emptied and rebuilt (they answer from L2 meanwhile)
-LEGACY_READY_KEYS = ("memento:l1:ready",)
-REBUILD_LOCK = "memento:l1:rebuilding"
+LEGACY_READY_KEYS = ("memento:l1:ready", "memento:l1:ready:2")
+REBUILD_LOCK = keys.L1_REBUILDING
 # bumped by every invalidation: a rebuild that began before one must not mark L1 ready when it ends
-GENERATION_KEY = "memento:l1:generation"
+GENERATION_KEY = keys.L1_GENERATION
 # a hash: the weights L1 is to be scored with and when the replica that claimed them started (L1Keeper)
-WANTED_KEY = "memento:l1:wanted"
-SETS_PATTERN = "memento:l1:{*"  # every keyword set (the `{tenant}` hash tag), not the keys above
-
-
-def key(tenant_id: str, workspace: str, agent_id: str, keyword: str) -> str:
-    """Agent ids may hold ':' (the separator) and keywords anything, so agent `a` with keyword `b:c` and agent `a:b`
-    with keyword `c` would share a set: the agent id is percent-escaped (workspaces hold no ':', the keyword is
-    last), which keeps every (agent, keyword) pair its own key."""
-    agent = agent_id.replace("%", "%25").replace(":", "%3A")
-    return f"memento:l1:{{{tenant_id}}}:{workspace}:{agent}:{keyword}"
+WANTED_KEY = keys.L1_WANTED
+SETS_PATTERN = keys.L1_SETS
+key = keys.l1_set  # (tenant, workspace, agent, keyword): agent ids are escaped, so every pair is its own key
 
 
 Weights = tuple[float, float]  # MEMORY_CONFIG.ranking's importanceWeight, recencyWeight
@@ -75,6 +71,14 @@ async def remove(redis, tenant_id: str, workspace: str, agent_id: str, fragment_
         await pipe.execute()
 
 
+# KEYS: generation, ready marker (one slot: the `{l1}` tag)
+_INVALIDATE = """
+redis.call('INCR', KEYS[1])
+redis.call('DEL', KEYS[2])
+return 1
+"""
+
+
 async def invalidate(redis) -> bool:
     """Drop the ready marker after a write to L1 was lost (Redis failed mid-write, then came back with its data) or
     its scores' weights changed: every memory-api replica then stops reading L1 at once and rebuilds it from
@@ -82,10 +86,7 @@ async def invalidate(redis) -> bool:
     caller tries again later, since until it succeeds L1 may hold what Postgres no longer does (or lack what it
     has)."""
     try:
-        async with redis.pipeline(transaction=True) as pipe:
-            pipe.incr(GENERATION_KEY)
-            pipe.delete(READY_KEY)
-            await pipe.execute()
+        await redis.eval(_INVALIDATE, 2, GENERATION_KEY, READY_KEY)  # one script: a cluster runs no MULTI
     except (RedisError, OSError):
         return False
     log.info("l1.invalidated")

@@ -6,6 +6,10 @@ send completes at once, so the race is common: one cancel in four was lost in a 
 main loop running after SIGTERM and would drop an MCP cancellation or a deadline on the floor. Reads are bounded with
 `asyncio.timeout`, which is correct; the send here is bounded the same way (a large pipeline to a Redis that stopped
 reading fills the socket buffers and waits in drain()).
+
+The state role (REDIS_URL) may be a Redis/Valkey Cluster, named by a `redis+cluster://` URL: `client` then answers
+a redis-py `RedisCluster` over the same cancel-safe connections. The queue role (REDIS_QUEUE_URL) is always one
+server (`connection_pool`). `queue_wait` makes a write survive a failover (REDIS_WAIT_REPLICAS).
 """
 
 from __future__ import annotations
@@ -13,11 +17,16 @@ from __future__ import annotations
 import asyncio
 import functools
 from typing import Any
+from urllib.parse import unquote, urlsplit
 
-from redis.asyncio import ConnectionPool, Redis
-from redis.asyncio.connection import AbstractConnection
+from redis.asyncio import ConnectionPool, Redis, RedisCluster
+from redis.asyncio.cluster import ClusterNode
+from redis.asyncio.connection import AbstractConnection, Connection, SSLConnection
 from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from memento_shared.settings import is_cluster_url
 
 
 class _TimedSend:
@@ -63,5 +72,75 @@ def connection_pool(url: str, *, timeout: float, connect_timeout: float | None =
     return pool
 
 
-def client(url: str, *, timeout: float, connect_timeout: float | None = None) -> Redis:
-    return Redis.from_pool(connection_pool(url, timeout=timeout, connect_timeout=connect_timeout))
+def client(
+    url: str,
+    *,
+    timeout: float,
+    connect_timeout: float | None = None,
+    wait_replicas: int = 0,
+    wait_timeout_ms: int = 500,
+) -> Redis | RedisCluster:
+    """A client of one server or, for a `redis+cluster://` URL, of a cluster. `wait_replicas` (REDIS_WAIT_REPLICAS)
+    is what `queue_wait` asks of it."""
+    if is_cluster_url(url):
+        found: Redis | RedisCluster = cluster_client(url, timeout=timeout, connect_timeout=connect_timeout)
+    else:
+        found = Redis.from_pool(connection_pool(url, timeout=timeout, connect_timeout=connect_timeout))
+    found.memento_wait = (wait_replicas, wait_timeout_ms)
+    return found
+
+
+def cluster_client(url: str, *, timeout: float, connect_timeout: float | None = None) -> RedisCluster:
+    """`redis+cluster://[user:password@]host:port[,host:port...]`: every host a seed, the rest found from them."""
+    parts = urlsplit(url)
+    credentials, _, hosts = parts.netloc.rpartition("@")
+    user, _, password = credentials.partition(":")
+    seeds = []
+    for seed in hosts.split(","):
+        host, _, port = seed.rpartition(":")
+        seeds.append(ClusterNode(host.strip("[]"), int(port or 6379)))
+    tls = parts.scheme.startswith("rediss")
+    cluster = RedisCluster(
+        startup_nodes=seeds,
+        username=unquote(user) or None,
+        password=unquote(password) or None,
+        ssl=tls,
+        socket_timeout=timeout,
+        socket_connect_timeout=connect_timeout or timeout,
+    )
+    # every node's connections, those found later included, bound their sends as `connection_pool`'s do
+    safe = _cancel_safe(SSLConnection if tls else Connection)
+    cluster.nodes_manager.connection_kwargs["connection_class"] = safe
+    for node in cluster.nodes_manager.startup_nodes.values():
+        node.connection_class = safe
+    return cluster
+
+
+def is_cluster(redis: Any) -> bool:
+    return isinstance(redis, RedisCluster)
+
+
+class NotReplicated(RedisError):
+    """A write's WAIT saw fewer replicas than REDIS_WAIT_REPLICAS in time: it may not survive a failover."""
+
+
+def queue_wait(pipe: Any, redis: Any, key: str) -> bool:
+    """Append a WAIT for the writes before it on `key`'s server to `pipe` (a pipeline of `redis`), when the client
+    was made with wait_replicas > 0; True if one was added (then pass the pipeline's last result to `check_wait`).
+    WAIT counts the calling connection's own writes: a pipeline runs on one connection per server, and in a cluster
+    the WAIT is sent to the server holding `key`, so it covers exactly the writes before it there."""
+    replicas, timeout_ms = getattr(redis, "memento_wait", (0, 0))
+    if not replicas:
+        return False
+    if is_cluster(redis):
+        pipe.execute_command("WAIT", replicas, timeout_ms, target_nodes=redis.get_node_from_key(key))
+    else:
+        pipe.execute_command("WAIT", replicas, timeout_ms)
+    return True
+
+
+def check_wait(redis: Any, acknowledged: Any) -> None:
+    """Raise NotReplicated when WAIT's answer is short of the replicas asked for."""
+    replicas = getattr(redis, "memento_wait", (0, 0))[0]
+    if int(acknowledged) < replicas:
+        raise NotReplicated(f"the write reached {int(acknowledged)} of {replicas} replicas in time")

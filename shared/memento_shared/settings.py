@@ -110,7 +110,15 @@ class Settings(BaseSettings):
     db_query_timeout_ms: int = Field(30000, alias="DB_QUERY_TIMEOUT")
 
     # --- Redis: REDIS_URL, else REDIS_* ---
+    # Two roles (docs/scaling.md): REDIS_URL holds state (L1, sessions, working memory, rate limits, page snapshots,
+    # OAuth state, progress) and may be a cluster (`redis+cluster://`); REDIS_QUEUE_URL holds arq's queues, the relay's
+    # fence and the gateways' pub/sub, and must be one primary (arq's job keys span hash slots). Unset, it is REDIS_URL.
     redis_url_env: str | None = Field(None, alias="REDIS_URL")
+    redis_queue_url_env: str | None = Field(None, alias="REDIS_QUEUE_URL")
+    # a write to the state Redis that a client is told succeeded (a session, working memory, an L1 entry) first waits
+    # until this many replicas have it (WAIT), so a failover cannot lose it; 0: asynchronous replication, no wait
+    redis_wait_replicas: int = Field(0, alias="REDIS_WAIT_REPLICAS", ge=0, le=5)
+    redis_wait_timeout_ms: int = Field(500, alias="REDIS_WAIT_TIMEOUT_MS", ge=1, le=10_000)
     # Seed 000 defaults this to false; Memento's queues need Redis, so here it only switches L1 and caching.
     redis_enabled: bool = Field(True, alias="REDIS_ENABLED")
     # how long memory-api waits for Redis on a request (L1, working memory) before it goes on without it
@@ -254,6 +262,10 @@ class Settings(BaseSettings):
             self.cache_enabled = self.redis_enabled
         if self.cache_session_ttl is None:
             self.cache_session_ttl = self.session_ttl_minutes * 60
+        if is_cluster_url(self.redis_queue_url_env or ""):
+            raise ValueError("REDIS_QUEUE_URL: arq's queues need one Redis primary, not a cluster (redis+cluster://)")
+        if is_cluster_url(self.redis_url_env or "") and not self.redis_queue_url_env:
+            raise ValueError("REDIS_QUEUE_URL: REDIS_URL is a cluster, so the queues need a Redis of their own")
         return self
 
     @cached_property
@@ -282,6 +294,11 @@ class Settings(BaseSettings):
         return f"redis://{auth}{self.redis_host}:{self.redis_port}/{self.redis_db}"
 
     @cached_property
+    def redis_queue_url(self) -> str:
+        """The queue role's Redis: REDIS_QUEUE_URL, else the state Redis (one Redis for both, as before the split)."""
+        return self.redis_queue_url_env or self.redis_url
+
+    @cached_property
     def memory_config(self) -> dict[str, Any]:
         config = json.loads(json.dumps(DEFAULT_MEMORY_CONFIG))
         if self.memory_config_json:
@@ -291,6 +308,14 @@ class Settings(BaseSettings):
                 else:
                     config[key] = value
         return config
+
+
+CLUSTER_SCHEMES = ("redis+cluster", "rediss+cluster")
+
+
+def is_cluster_url(url: str) -> bool:
+    """A Redis URL naming a cluster: `redis+cluster://[:password@]host:port[,host:port...]` (rediss+: TLS)."""
+    return urlsplit(url).scheme in CLUSTER_SCHEMES
 
 
 def redact_dsn(url: str) -> str:

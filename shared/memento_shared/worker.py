@@ -82,10 +82,10 @@ QUEUE_CONNECT_TRIES = 5  # at start, one a second (as arq's create_pool): Redis 
 
 
 async def create_queue_pool(settings: Settings) -> ArqRedis:
-    """Redis as arq's queue. Every job enqueued through it (the relay's, a dead letter's replay, the cron's) waits
-    WORKER_JOB_EXPIRY_SECONDS for a worker before Redis drops it."""
+    """Redis as arq's queue (REDIS_QUEUE_URL). Every job enqueued through it (the relay's, a dead letter's replay, the
+    cron's) waits WORKER_JOB_EXPIRY_SECONDS for a worker before Redis drops it."""
     connections = redis_client.connection_pool(
-        settings.redis_url, timeout=QUEUE_SOCKET_TIMEOUT_S, connect_timeout=QUEUE_CONNECT_TIMEOUT_S
+        settings.redis_queue_url, timeout=QUEUE_SOCKET_TIMEOUT_S, connect_timeout=QUEUE_CONNECT_TIMEOUT_S
     )
     pool = ArqRedis(
         connections,
@@ -109,6 +109,22 @@ async def create_queue_pool(settings: Settings) -> ArqRedis:
     except BaseException:  # out of tries, or cancelled while starting
         await pool.aclose()
         raise
+
+
+def background_state_redis(settings: Settings, queue: ArqRedis) -> Any:
+    """The state Redis (REDIS_URL) for background work (L1's rebuild and expiry, progress), with the queue's long
+    timeouts: `queue` itself when both roles are one Redis, as before the split; else a client of its own (a cluster's
+    when REDIS_URL names one), which the caller closes with `close_state_redis`."""
+    if settings.redis_url == settings.redis_queue_url:
+        return queue
+    return redis_client.client(
+        settings.redis_url, timeout=QUEUE_SOCKET_TIMEOUT_S, connect_timeout=QUEUE_CONNECT_TIMEOUT_S
+    )
+
+
+async def close_state_redis(state_redis: Any, queue: ArqRedis) -> None:
+    if state_redis is not None and state_redis is not queue:
+        await state_redis.aclose()
 
 
 def backoff_seconds(job_try: int, base: float = 1.0, cap: float = 300.0) -> float:
@@ -148,8 +164,14 @@ class Runtime:
     name: str
     settings: Settings
     pool: asyncpg.Pool
-    redis: ArqRedis
+    redis: ArqRedis  # the queue role (REDIS_QUEUE_URL): arq, dead-letter markers, enqueues
     state: dict[str, Any] = field(default_factory=dict)
+    # the state role (REDIS_URL: L1, progress), maybe a cluster; the queue's own client when both are one Redis
+    state_redis: Any = None
+
+    def __post_init__(self) -> None:
+        if self.state_redis is None:
+            self.state_redis = self.redis
 
 
 class ProviderLimiter:
@@ -407,10 +429,13 @@ async def open_runtime(name: str, settings: Settings, max_jobs: int) -> Runtime:
     except BaseException:
         await pool.close()
         raise
-    return Runtime(name=name, settings=settings, pool=pool, redis=redis)
+    return Runtime(
+        name=name, settings=settings, pool=pool, redis=redis, state_redis=background_state_redis(settings, redis)
+    )
 
 
 async def close_runtime(rt: Runtime) -> None:
+    await close_state_redis(rt.state_redis, rt.redis)
     await rt.redis.aclose()
     await rt.pool.close()
 

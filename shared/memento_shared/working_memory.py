@@ -9,9 +9,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from memento_shared import keys, redis_client
+from memento_shared.errors import unavailable
 
-def key(tenant_id: str, session_id: str) -> str:
-    return f"memento:wm:{{{tenant_id}}}:{session_id}"
+key = keys.working_memory  # (tenant, session id)
 
 
 MAX_ENTRIES = 500  # per session; the oldest go first
@@ -38,18 +39,20 @@ return cjson.decode(ARGV[1]).id
 
 
 async def append(redis: Any, list_key: str, entry: dict[str, Any], ttl_s: int) -> str:
-    """Store `entry` unless its content is already there for its workspace and agent; the id that holds it."""
-    found = await redis.eval(
-        _APPEND,
-        1,
-        list_key,
-        json.dumps(entry),
-        entry["workspace"],
-        entry["agent_id"],
-        entry["content_hash"],
-        MAX_ENTRIES,
-        ttl_s,
-    )
+    """Store `entry` unless its content is already there for its workspace and agent; the id that holds it. With
+    REDIS_WAIT_REPLICAS, only once that many replicas have it (else a retryable STORAGE_ERROR)."""
+    async with redis.pipeline(transaction=False) as pipe:
+        args = (json.dumps(entry), entry["workspace"], entry["agent_id"], entry["content_hash"], MAX_ENTRIES, ttl_s)
+        pipe.eval(_APPEND, 1, list_key, *args)
+        waited = redis_client.queue_wait(pipe, redis, list_key)
+        results = await pipe.execute()
+    if waited:
+        try:
+            redis_client.check_wait(redis, results[-1])
+        except redis_client.NotReplicated:
+            # kept on the primary but not confirmed on a replica: a retry stores nothing twice (same content, same id)
+            raise unavailable("working memory: Redis did not confirm the write on a replica in time; retry") from None
+    found = results[0]
     return found.decode() if isinstance(found, bytes) else found
 
 

@@ -48,7 +48,10 @@ async def test_sdk_sse_client_remembers_and_recalls(gateway, tenant):
 async def test_endpoint_is_relative_and_the_session_ends_with_the_stream(gateway):
     async with gateway.http() as http:
         async with raw_stream(http) as (lines, endpoint):
-            assert endpoint.startswith("/message?sessionId=")
+            assert endpoint.startswith("/message?sessionId=") and endpoint.endswith("&tenant=default")
+            # the session's key carries its tenant (memento_shared.keys): another tenant names no session
+            elsewhere = endpoint.replace("&tenant=default", "&tenant=other")
+            assert (await http.post(elsewhere, json=initialize("2024-11-05"))).status_code == 404
             accepted = await http.post(endpoint, json=initialize("2024-11-05"))
             assert accepted.status_code == 202
             assert (await next_message(lines))["result"]["protocolVersion"] == "2024-11-05"

@@ -31,8 +31,8 @@ async def slow_work(redis, progress_id: str | None, steps: int) -> str:
     """A worker's steps, each outlasting the gateway's polling interval, one reported twice (a stale reading)."""
     for done in range(1, steps + 1):
         await asyncio.sleep(relay.POLL_S * 1.6)
-        await progress.report(redis, progress_id, done, steps, f"step {done}")
-    await progress.report(redis, progress_id, steps - 1, steps, "late, out of order")
+        await progress.report(redis, PRINCIPAL.tenant_id, progress_id, done, steps, f"step {done}")
+    await progress.report(redis, PRINCIPAL.tenant_id, progress_id, steps - 1, steps, "late, out of order")
     return "answer"
 
 
@@ -58,9 +58,9 @@ async def test_a_fractional_step_is_relayed_between_the_start_and_the_first_step
     tracker = relay.ToolProgress(call_with(sent), {"_meta": {"progressToken": "tok"}}, redis_client, reports_steps=True)
 
     async def work() -> str:
-        await progress.report(redis_client, tracker.id, 0.5, 2, "waiting")
+        await progress.report(redis_client, PRINCIPAL.tenant_id, tracker.id, 0.5, 2, "waiting")
         await eventually(lambda: truthy(len(sent) == 2), 10, "the half step relayed")
-        await progress.report(redis_client, tracker.id, 1, 2, "step 1")
+        await progress.report(redis_client, PRINCIPAL.tenant_id, tracker.id, 1, 2, "step 1")
         await eventually(lambda: truthy(len(sent) == 3), 10, "the first step relayed")
         return "answer"
 

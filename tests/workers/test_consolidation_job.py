@@ -109,12 +109,12 @@ async def test_a_call_waiting_for_the_tenant_lock_says_so_on_its_progress_channe
                     JOB_NAME, tenant, "default", progress_id=channel, _queue_name=queue_key("consolidator")
                 )
                 done, total, message = await eventually(
-                    lambda: progress.read(queue, channel), 30, "the waiting call's report"
+                    lambda: progress.read(queue, tenant, channel), 30, "the waiting call's report"
                 )
                 assert (done, total) == (0.5, len(STAGES)) and message.startswith("waiting for the consolidation")
             result = await job.result(timeout=60)
         assert list(result["stages"]) == list(STAGES)
-        assert (await progress.read(queue, channel))[:2] == (len(STAGES), len(STAGES))
+        assert (await progress.read(queue, tenant, channel))[:2] == (len(STAGES), len(STAGES))
     finally:
         await queue.aclose()
 

@@ -111,11 +111,11 @@ async def _unindex(rt: Runtime, rows: list[Any]) -> None:
     for row in rows:
         try:
             await l1.remove(
-                rt.redis, row["tenant_id"], row["workspace"], row["agent_id"], row["id"], list(row["keywords"])
+                rt.state_redis, row["tenant_id"], row["workspace"], row["agent_id"], row["id"], list(row["keywords"])
             )
         except Exception as exc:  # L1 serves only ids Postgres still has (memory-api re-reads every row it names)
             log.warning("protocol.decay_l1_cleanup_failed", extra={"error_type": type(exc).__name__})
-            await l1.invalidate(rt.redis)
+            await l1.invalidate(rt.state_redis)
             return
 
 

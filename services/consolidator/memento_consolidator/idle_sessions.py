@@ -51,11 +51,11 @@ async def _unindex(rt: Runtime, scope: sessions.Scope, rows: list[Any]) -> None:
     for row in rows:
         try:
             await l1.remove(
-                rt.redis, scope.tenant_id, scope.workspace, row["agent_id"], row["id"], list(row["keywords"])
+                rt.state_redis, scope.tenant_id, scope.workspace, row["agent_id"], row["id"], list(row["keywords"])
             )
         except Exception as exc:  # memory-api re-reads every row L1 names, so a stale entry returns nothing
             log.warning("lifecycle.idle_l1_cleanup_failed", extra={"error_type": type(exc).__name__})
-            await l1.invalidate(rt.redis)
+            await l1.invalidate(rt.state_redis)
             return
 
 

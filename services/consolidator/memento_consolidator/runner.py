@@ -79,13 +79,13 @@ async def run_consolidation(
 
     async def waiting() -> None:
         message = "waiting for the consolidation already running for this tenant"
-        await progress.report(rt.redis, progress_id, WAITING_STEP, len(STAGES), message)
+        await progress.report(rt.state_redis, tenant_id, progress_id, WAITING_STEP, len(STAGES), message)
 
     async with tenant_lock(rt.pool, tenant_id, wait_s=wait, on_wait=waiting):
         since, run_id = await _open_run(rt.pool, tenant_id, workspace, trigger)
         ctx = StageContext(
             rt.pool,
-            rt.redis,
+            rt.state_redis,
             rt.settings,
             lifecycle(rt.settings),
             tenant_id,
@@ -93,10 +93,11 @@ async def run_consolidation(
             since=since,
             batch_size=rt.settings.consolidation_batch_size,
             writers=rt.settings.consolidation_writers,
+            queue=rt.redis,
         )
         counts: dict[str, int] = {}
         stage_ms: dict[str, int] = {}
-        report = _Progress(rt.redis, tenant_id, workspace, progress_id)
+        report = _Progress(rt.state_redis, tenant_id, workspace, progress_id)
         await report(0, STAGES[0])
         try:
             for index, (name, stage) in enumerate(PIPELINE):
@@ -164,6 +165,7 @@ class _Progress:
 
     def __init__(self, redis: Any, tenant_id: str, workspace: str, progress_id: str | None) -> None:
         self.redis, self.key, self.progress_id = redis, progress_key(tenant_id, workspace), progress_id
+        self.tenant_id = tenant_id
         self.available = redis is not None
 
     async def __call__(self, done: int, stage: str, message: str | None = None) -> None:
@@ -175,7 +177,7 @@ class _Progress:
                 pipe.hset(self.key, mapping={"stage": stage, "done": done, "total": len(STAGES)})
                 pipe.expire(self.key, PROGRESS_TTL_S)
                 if self.progress_id is not None and message is not None:
-                    progress.queue_report(pipe, self.progress_id, done, len(STAGES), message)
+                    progress.queue_report(pipe, self.tenant_id, self.progress_id, done, len(STAGES), message)
                 await pipe.execute()
         except Exception:
             self.available = False

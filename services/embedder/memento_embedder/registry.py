@@ -24,7 +24,7 @@ STORE_SQL = (
     "INSERT INTO agent_memory.fragment_embeddings (fragment_id, profile_id, tenant_id, workspace, agent_id,"
     " content_hash, embedding) SELECT id, $2, tenant_id, workspace, agent_id, content_hash, $4"
     " FROM agent_memory.fragments WHERE id = $1 AND content_hash = $3"
-    " ON CONFLICT (fragment_id, profile_id) DO UPDATE SET embedding = EXCLUDED.embedding,"
+    " ON CONFLICT (fragment_id, profile_id, tenant_id) DO UPDATE SET embedding = EXCLUDED.embedding,"
     " content_hash = EXCLUDED.content_hash, agent_id = EXCLUDED.agent_id, created_at = now()"
 )
 

@@ -77,9 +77,19 @@ def create_app(settings: Settings) -> Starlette:
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        redis = redis_client.client(settings.redis_url, timeout=5, connect_timeout=2)
+        # the state Redis (sessions, rate limits, streams, OAuth: maybe a cluster) and the queue role's, which carries
+        # the pub/sub between replicas (a cluster client has none); one client when both are the same Redis
+        redis = redis_client.client(
+            settings.redis_url,
+            timeout=5,
+            connect_timeout=2,
+            wait_replicas=settings.redis_wait_replicas,
+            wait_timeout_ms=settings.redis_wait_timeout_ms,
+        )
+        same = settings.redis_queue_url == settings.redis_url and not redis_client.is_cluster(redis)
+        messaging = redis if same else redis_client.client(settings.redis_queue_url, timeout=5, connect_timeout=2)
         inflight = InFlight()
-        hub = StreamHub(redis, on_cancel=inflight.cancel)
+        hub = StreamHub(messaging, on_cancel=inflight.cancel)
         upstream = Upstream(settings.memory_api_url, settings.internal_secret, settings.upstream_timeout_s)
         keys = ApiKeys(upstream)
         gw = Gateway(
@@ -112,6 +122,8 @@ def create_app(settings: Settings) -> Starlette:
             if documents is not None:
                 await documents.aclose()
             await redis.aclose()
+            if messaging is not redis:
+                await messaging.aclose()
 
     app = Starlette(
         routes=[

@@ -29,7 +29,7 @@ from memento_shared.db.pool import assert_not_privileged, create_pool
 from memento_shared.events import PROFILE_CHANNEL
 from memento_shared.http import RequestMetrics
 from memento_shared.settings import Settings
-from memento_shared.worker import create_queue_pool
+from memento_shared.worker import background_state_redis, close_state_redis, create_queue_pool
 
 log = logging.getLogger(__name__)
 
@@ -104,6 +104,7 @@ async def shutdown(state) -> None:
     await _bounded("llm", state.llm.aclose())
     if state.heuristic is not None:
         await _bounded("heuristic", state.heuristic.aclose())
+    await _bounded("l1_keeper_redis", close_state_redis(state.l1_keeper.redis, state.queue))
     await _bounded("queue", state.queue.aclose())
     if state.l1_redis is not None:
         await _bounded("request_redis", state.l1_redis.aclose())
@@ -116,9 +117,15 @@ async def shutdown(state) -> None:
 
 
 def request_redis(settings: Settings) -> Redis:
-    """Redis for the work on a request's path (L1, working memory): one that stops answering costs a call at most
-    REDIS_TIMEOUT_SECONDS before it goes on without (L1 skipped, §9.1), never a hang."""
-    return redis_client.client(settings.redis_url, timeout=settings.redis_timeout_s)
+    """The state Redis (REDIS_URL, maybe a cluster) for the work on a request's path (L1, working memory): one that
+    stops answering costs a call at most REDIS_TIMEOUT_SECONDS before it goes on without (L1 skipped, §9.1), never a
+    hang. Acknowledged writes wait for REDIS_WAIT_REPLICAS replicas."""
+    return redis_client.client(
+        settings.redis_url,
+        timeout=settings.redis_timeout_s,
+        wait_replicas=settings.redis_wait_replicas,
+        wait_timeout_ms=settings.redis_wait_timeout_ms,
+    )
 
 
 def create_app(settings: Settings) -> FastAPI:
@@ -146,8 +153,8 @@ def create_app(settings: Settings) -> FastAPI:
         state.tasks = TaskRunner(state)
         state.relay = Relay(state.pool, state.queue, settings.database_url, settings=settings)
         state.relay.start()
-        # the rebuild's long pipelines run in the background on the queue's client, not under REDIS_TIMEOUT_SECONDS
-        keeper_redis = state.queue if settings.redis_enabled else None
+        # the rebuild's long pipelines run in the background with the queue's timeouts, not REDIS_TIMEOUT_SECONDS
+        keeper_redis = background_state_redis(settings, state.queue) if settings.redis_enabled else None
         state.l1_keeper = L1Keeper(keeper_redis, state.pool, weights=l1_layout.weights(settings.memory_config))
         await state.l1_keeper.start()
         log.info("memory_api.started", extra={"profile": state.profile.id})

@@ -20,7 +20,7 @@ async def insert(conn: asyncpg.Connection, queue: str, envelope: dict, error: st
     await conn.execute(
         "INSERT INTO agent_memory.dead_letters (event_id, queue, tenant_id, workspace, event_type, payload,"
         " traceparent, error, attempts) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)"
-        " ON CONFLICT (event_id, queue) DO UPDATE SET error = EXCLUDED.error, attempts = EXCLUDED.attempts,"
+        " ON CONFLICT (event_id, queue, tenant_id) DO UPDATE SET error = EXCLUDED.error, attempts = EXCLUDED.attempts,"
         " created_at = now(), replayed_at = NULL",
         envelope["event_id"],
         queue,

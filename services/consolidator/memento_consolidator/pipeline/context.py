@@ -37,6 +37,12 @@ class StageContext:
     contradictions: list[dict] = field(default_factory=list)
     stats: dict[str, Any] = field(default_factory=dict)
     l1_out_of_step: bool = False  # an L1 removal failed and the ready marker is not dropped yet (pipeline/l1.py)
+    # `redis` is the state role (L1); jobs are enqueued on the queue role, the same Redis unless REDIS_QUEUE_URL is set
+    queue: ArqRedis | None = None
+
+    def __post_init__(self) -> None:
+        if self.queue is None:
+            self.queue = self.redis
 
     async def _act(self, conn: asyncpg.Connection) -> None:
         await set_principal(

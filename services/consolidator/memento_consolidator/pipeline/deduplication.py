@@ -73,7 +73,7 @@ REPOINT_LINKS = (
     f"  ON f.victim = l.from_id LEFT JOIN {PAIRS} t ON t.victim = l.to_id"
     "  WHERE l.from_id = ANY($2) OR l.to_id = ANY($2)) moved"
     " WHERE new_from <> new_to ORDER BY new_from, new_to, agent_id, created_at"
-    " ON CONFLICT (from_id, to_id, agent_id) DO NOTHING"
+    " ON CONFLICT (from_id, to_id, agent_id, tenant_id) DO NOTHING"
 )
 # one scan of the workspace per batch for the rows that name a duplicate
 REPOINT_REFERENCES = (

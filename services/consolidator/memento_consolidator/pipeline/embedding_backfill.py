@@ -34,7 +34,7 @@ MISSING_SQL = (
 
 
 async def run(ctx: StageContext) -> int:
-    if ctx.redis is None:
+    if ctx.queue is None:
         return 0
     limit = int(ctx.config["backfillLimit"])
     grace = float(ctx.config["backfillGraceSeconds"])
@@ -52,6 +52,6 @@ async def _enqueue(ctx: StageContext, rows) -> None:
     event = envelope(
         event_id, "embedding.requested", ctx.tenant_id, ctx.workspace, {"fragment_ids": [r["id"] for r in rows]}, None
     )
-    await ctx.redis.enqueue_job(
+    await ctx.queue.enqueue_job(
         "handle_event", event, _job_id=job_id(event_id, "embedder"), _queue_name=queue_key("embedder")
     )

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from memento_gateway.auth.api_keys import KEY_PREFIX, ApiKeys
+from memento_shared import keys
 from memento_shared.principal import SCOPES, Principal
 
 OPERATOR = Principal(tenant_id="default", scopes=SCOPES, subject="operator")
@@ -22,8 +23,8 @@ class Caller:
 
     @property
     def identity(self) -> str:
-        """Who, for rate limits and stream caps: one tenant's key, or the operator."""
-        return f"{self.principal.tenant_id}:{self.principal.subject}"
+        """Who, for rate limits and stream caps: one tenant's key, or the operator (its keys tagged by the tenant)."""
+        return keys.identity(self.principal.tenant_id, self.principal.subject)
 
 
 class AuthError(Exception):

@@ -9,11 +9,11 @@ from typing import Any
 
 from redis.asyncio import Redis
 
-from memento_shared import jsonio
+from memento_shared import jsonio, keys
 from memento_shared.principal import Principal
 
-PREFIX = "console:session:"
-FLOW_PREFIX = "console:oauth:"
+PREFIX = keys.CONSOLE_SESSION_PREFIX  # no hash tag: memento_shared.keys
+FLOW_PREFIX = keys.CONSOLE_FLOW_PREFIX
 FLOW_TTL_S = 600
 
 

@@ -10,6 +10,8 @@ from redis.asyncio import Redis
 from redis.asyncio.client import Pipeline
 from starlette.requests import Request
 
+from memento_shared import keys
+
 # A token bucket per key, refilled continuously; Redis's own clock, so replicas with skewed clocks agree.
 # Returns 0 when allowed, else the milliseconds until one request fits. cost 0 only asks "is a token left?".
 _BUCKET = """
@@ -71,13 +73,13 @@ class RateLimiter:
         if limit <= 0:
             return 0
         # A full minute's worth as burst: generous for agents that fire several calls at once.
-        wait_ms = await self.script(keys=[f"memento:rate:{key}"], args=[limit / 60_000, limit, cost])
+        wait_ms = await self.script(keys=[keys.rate(key)], args=[limit / 60_000, limit, cost])
         return _seconds(wait_ms)
 
     def queue(self, pipe: Pipeline, key: str) -> None:
         """retry_after for one request, as a command of the caller's pipeline; read it with `waited`."""
         if self.per_minute > 0:
-            pipe.eval(_BUCKET, 1, f"memento:rate:{key}", self.per_minute / 60_000, self.per_minute, 1)
+            pipe.eval(_BUCKET, 1, keys.rate(key), self.per_minute / 60_000, self.per_minute, 1)
 
     def waited(self, results: list) -> int:
         """The seconds to wait from a pipeline's results (its first entry, when `queue` added one)."""
@@ -95,7 +97,7 @@ class StreamSlots:
         self.script = redis.register_script(_CLAIM)
 
     def _key(self, identity: str) -> str:
-        return f"memento:streams:{identity}"
+        return keys.streams(identity)
 
     async def claim(self, identity: str, stream_id: str) -> bool:
         now = time.time()

@@ -49,7 +49,7 @@ class ToolProgress:
             task.cancel()  # a no-op once it finished; stops it when this call is cancelled
 
     async def _relay(self) -> None:
-        reported = await progress.read(self.redis, self.id)
+        reported = await progress.read(self.redis, self.call.principal.tenant_id, self.id)
         if reported is not None:
             done, self.total, message = reported
             await self._send(done, message)

@@ -4,7 +4,8 @@ an id and is kept in a Redis stream while the call runs, so a client whose conne
 once. 2026-07-28 removed resumption; its streams carry no ids.
 
 An event id is `<stream>:<n>`: a random stream name and the event's number in it (1, 2, ...). The Redis key is built
-from the session id and the stream name, so a `Last-Event-ID` only ever finds streams of the session it names.
+from the tenant, the session id and the stream name, so a `Last-Event-ID` only ever finds streams of the session it
+names.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from typing import Any
 
 from redis.asyncio import Redis
 
+from memento_shared import keys
+
 MAX_EVENTS = 1000  # per stream: a call's progress steps and its answer; older ones go first
 KEPT_AFTER_END_S = 300  # a stream whose call ended stays resumable this long (a drop just before the answer)
 ENDED = {"memento": "ended"}  # kept after the last event of a call cancelled without an answer; never sent
@@ -24,8 +27,7 @@ BLOCK_MS = 1000  # one blocking read, well under the Redis client's 5 s socket t
 EVENT_ID = re.compile(r"^([A-Za-z0-9_-]{1,32}):([0-9]{1,9})$")
 
 
-def _key(session_id: str, stream: str) -> str:
-    return f"memento:sse:{session_id}:{stream}"
+_key = keys.sse_events  # (tenant, session id, stream)
 
 
 def _final(message: dict[str, Any]) -> bool:
@@ -36,10 +38,10 @@ class EventLog:
     """One response stream's events, numbered and kept for `ttl_s` (the session's) after the last one while the
     call runs, then KEPT_AFTER_END_S after its end."""
 
-    def __init__(self, redis: Redis, session_id: str, ttl_s: int) -> None:
+    def __init__(self, redis: Redis, tenant_id: str, session_id: str, ttl_s: int) -> None:
         self.redis, self.ttl = redis, ttl_s
         self.stream = secrets.token_urlsafe(9)
-        self.key = _key(session_id, self.stream)
+        self.key = _key(tenant_id, session_id, self.stream)
         self.count = 0
 
     async def append(self, message: dict[str, Any]) -> str:
@@ -62,14 +64,16 @@ def parse(last_event_id: str) -> tuple[str, int] | None:
     return (match[1], int(match[2])) if match else None
 
 
-async def exists(redis: Redis, session_id: str, stream: str) -> bool:
-    return bool(await redis.exists(_key(session_id, stream)))
+async def exists(redis: Redis, tenant_id: str, session_id: str, stream: str) -> bool:
+    return bool(await redis.exists(_key(tenant_id, session_id, stream)))
 
 
-async def resume(redis: Redis, session_id: str, stream: str, after: int) -> AsyncIterator[tuple[str, dict] | None]:
+async def resume(
+    redis: Redis, tenant_id: str, session_id: str, stream: str, after: int
+) -> AsyncIterator[tuple[str, dict] | None]:
     """The stream's events after number `after`, then each new one as it is kept, until the answer (a message with
     an id and no method) or until the stream is gone; None between them, when a blocking read found nothing."""
-    key, position = _key(session_id, stream), f"0-{after}"
+    key, position = _key(tenant_id, session_id, stream), f"0-{after}"
     last = await redis.xrevrange(key, count=1)
     if last and _entry(last[0])[0] <= after and _final(_entry(last[0])[1]):
         return  # the client already had the end

@@ -1,5 +1,9 @@
 """MCP sessions kept in Redis (principal, protocol version, profiles, log level, timestamps), so any gateway
-replica can serve any session. A sorted set of expiry times gives /health its active count without scanning keys."""
+replica can serve any session. Sorted sets of expiry times give /health its active count without scanning keys.
+
+A session's key carries its tenant as hash tag (memento_shared.keys), beside its working memory and the caller's rate
+bucket, so a request's reads are one round trip even on a cluster: every lookup names the tenant (the caller's, or
+for the legacy transport the one its endpoint URL carries). The count is spread over SESSION_INDEX_BUCKETS sets."""
 
 from __future__ import annotations
 
@@ -11,14 +15,11 @@ from dataclasses import asdict, dataclass, replace
 from redis.asyncio import Redis
 from redis.asyncio.client import Pipeline
 
-from memento_shared import working_memory
+from memento_shared import keys, redis_client, working_memory
 from memento_shared.principal import Principal
 
-INDEX = "memento:sessions"
-
-
-def _key(session_id: str) -> str:
-    return f"memento:session:{session_id}"
+_key = keys.session  # (tenant, session id)
+_index = keys.session_index  # (session id)
 
 
 @dataclass(frozen=True)
@@ -61,18 +62,26 @@ class SessionStore:
         return await self._write(session, new=False)
 
     async def _write(self, session: Session, *, new: bool) -> bool:
+        """With REDIS_WAIT_REPLICAS, the session is on that many replicas before the client hears of it."""
         data = json.dumps(asdict(replace(session, client=session.client[:100])))
-        if not await self.redis.set(_key(session.id), data, ex=self.ttl, nx=new, xx=not new):
+        key = _key(session.principal.tenant_id, session.id)
+        async with self.redis.pipeline(transaction=False) as pipe:
+            pipe.set(key, data, ex=self.ttl, nx=new, xx=not new)
+            waited = redis_client.queue_wait(pipe, self.redis, key)
+            results = await pipe.execute()
+        if not results[0]:
             return False
-        await self.redis.zadd(INDEX, {session.id: time.time() + self.ttl})
+        if waited:
+            redis_client.check_wait(self.redis, results[-1])
+        await self.redis.zadd(_index(session.id), {session.id: time.time() + self.ttl})
         return True
 
-    async def get(self, session_id: str) -> Session | None:
-        """The session, its expiry slid forward; None when unknown, ended or expired."""
-        if not self.readable(session_id):
+    async def get(self, session_id: str, tenant_id: str) -> Session | None:
+        """The tenant's session, its expiry slid forward; None when unknown, ended or expired."""
+        if not self.readable(session_id) or not tenant_id:
             return None
         async with self.redis.pipeline(transaction=False) as pipe:
-            self.queue_get(pipe, session_id)
+            self.queue_get(pipe, session_id, tenant_id)
             return self.got(await pipe.execute())
 
     @staticmethod
@@ -80,19 +89,18 @@ class SessionStore:
         """Worth looking up: ours are 32 characters; anything empty or long is no session."""
         return bool(session_id) and len(session_id) <= 64
 
-    def queue_get(self, pipe: Pipeline, session_id: str, tenant_id: str | None = None) -> None:
+    def queue_get(self, pipe: Pipeline, session_id: str, tenant_id: str) -> None:
         """`get` as commands of the caller's pipeline (read and slide the expiry in one round trip; EXPIRE and
-        ZADD XX do nothing for a session that is gone); read the answer with `got`. With the caller's tenant, the
-        session's working memory slides with it (it lives as long as its session)."""
-        if tenant_id is not None:
-            pipe.expire(working_memory.key(tenant_id, session_id), self.ttl)
-        pipe.get(_key(session_id))
-        self._queue_slide(pipe, session_id)
+        ZADD XX do nothing for a session that is gone); read the answer with `got`. The session's working memory
+        slides with it (it lives as long as its session)."""
+        pipe.expire(working_memory.key(tenant_id, session_id), self.ttl)
+        pipe.get(_key(tenant_id, session_id))
+        self._queue_slide(pipe, tenant_id, session_id)
 
-    def _queue_slide(self, pipe: Pipeline, session_id: str) -> None:
+    def _queue_slide(self, pipe: Pipeline, tenant_id: str, session_id: str) -> None:
         """Move the session's expiry forward (its key, and its place in the index: ZADD XX adds no gone session)."""
-        pipe.expire(_key(session_id), self.ttl)
-        pipe.zadd(INDEX, {session_id: time.time() + self.ttl}, xx=True)
+        pipe.expire(_key(tenant_id, session_id), self.ttl)
+        pipe.zadd(_index(session_id), {session_id: time.time() + self.ttl}, xx=True)
 
     @staticmethod
     def got(results: list) -> Session | None:
@@ -103,7 +111,7 @@ class SessionStore:
     async def touch(self, session: Session) -> bool:
         """Slide an open stream's session, and its working memory, forward; False when the session is gone."""
         async with self.redis.pipeline(transaction=False) as pipe:
-            self._queue_slide(pipe, session.id)
+            self._queue_slide(pipe, session.principal.tenant_id, session.id)
             pipe.expire(working_memory.key(session.principal.tenant_id, session.id), self.ttl)
             alive, _, _ = await pipe.execute()
         return bool(alive)
@@ -113,14 +121,20 @@ class SessionStore:
         await self.redis.expire(working_memory.key(tenant_id, handle), self.ttl)
 
     async def delete(self, session: Session) -> bool:
-        """End a session, and its working memory with it."""
-        async with self.redis.pipeline(transaction=True) as pipe:
-            pipe.delete(_key(session.id))
-            pipe.zrem(INDEX, session.id)
+        """End a session, and its working memory with it (one pipeline, not MULTI: a cluster runs none; the session
+        key goes first, so a failure part-way leaves at most working memory and an index entry to expire)."""
+        async with self.redis.pipeline(transaction=False) as pipe:
+            pipe.delete(_key(session.principal.tenant_id, session.id))
+            pipe.zrem(_index(session.id), session.id)
             pipe.delete(working_memory.key(session.principal.tenant_id, session.id))
             deleted, _, _ = await pipe.execute()
         return bool(deleted)
 
     async def active_count(self) -> int:
-        await self.redis.zremrangebyscore(INDEX, "-inf", time.time())
-        return int(await self.redis.zcard(INDEX))
+        now = time.time()
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for index in keys.session_indexes():
+                pipe.zremrangebyscore(index, "-inf", now)
+                pipe.zcard(index)
+            results = await pipe.execute()
+        return sum(int(count) for count in results[1::2])

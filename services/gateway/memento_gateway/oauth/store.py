@@ -15,7 +15,9 @@ from typing import Any
 
 from redis.asyncio import Redis
 
-PREFIX = "memento:oauth:"
+from memento_shared import keys
+
+PREFIX = keys.OAUTH_PREFIX  # no hash tag: memento_shared.keys
 CLIENT_TTL_S = 180 * 86400  # an unused registration is forgotten; the client registers again
 PENDING_TTL_S = 600  # the sign-in page stays valid this long
 CODE_TTL_S = 300  # RFC 6749 §4.1.2: short-lived

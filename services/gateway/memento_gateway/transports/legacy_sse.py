@@ -12,6 +12,7 @@ import secrets
 import time
 from dataclasses import replace
 from typing import Any
+from urllib.parse import urlencode
 
 import anyio
 from starlette.requests import Request
@@ -69,7 +70,7 @@ async def _stream(gw: Gateway, session: Session, identity: str, stream_id: str):
 
     try:
         async with gw.hub.attach(session.id) as queue:  # subscribed before the client learns where to post
-            yield sse.event(f"/message?sessionId={session.id}", "endpoint")
+            yield sse.event(endpoint(session), "endpoint")
             async for chunk in sse.relay(queue, gw.settings.sse_keepalive_s, still_open):
                 yield chunk
     finally:
@@ -80,9 +81,15 @@ async def _stream(gw: Gateway, session: Session, identity: str, stream_id: str):
         log.info("session.ended", extra={"transport": TRANSPORT})
 
 
+def endpoint(session: Session) -> str:
+    """Where the client posts: the session id, and its tenant, which the session's key is found by (it carries the
+    tenant as its hash tag: memento_shared.keys). A wrong tenant finds no session, like a wrong id."""
+    return f"/message?{urlencode({'sessionId': session.id, 'tenant': session.principal.tenant_id})}"
+
+
 async def post_message(request: Request) -> Response:
     gw = gateway(request)
-    session = await gw.sessions.get(request.query_params.get("sessionId", ""))
+    session = await gw.sessions.get(request.query_params.get("sessionId", ""), request.query_params.get("tenant", ""))
     if session is None or session.transport != TRANSPORT:
         return common.rpc_error(404, INVALID_REQUEST, "Session not found: open a new stream at /sse")
     caller = await _caller(request, gw, session)

@@ -39,6 +39,7 @@ from memento_gateway.mcp.jsonrpc import (
 from memento_gateway.mcp.methods import initialize_result
 from memento_gateway.mcp.sessions import Session
 from memento_gateway.transports import common, stateless
+from memento_shared import keys
 from memento_shared.jsonio import JSONBody
 from memento_shared.telemetry.metrics import GATEWAY_STREAMS
 
@@ -115,7 +116,9 @@ async def post(request: Request) -> Response:
     if isinstance(call, Response):
         return call
     if not json_ok or (sse_ok and common.wants_stream(message, session)):
-        events = replay.EventLog(gw.redis, session.id, gw.settings.session_ttl_minutes * 60)
+        events = replay.EventLog(
+            gw.redis, session.principal.tenant_id, session.id, gw.settings.session_ttl_minutes * 60
+        )
         return sse.EventStream(common.answer_stream(gw, message, call, TRANSPORT, events=events))
     answer = await engine.answer(gw, message, call, TRANSPORT)
     return JSONBody(answer or error_response(message.id, REQUEST_CANCELLED, "Request cancelled"))
@@ -208,7 +211,7 @@ async def get(request: Request) -> Response:
     stream_id = secrets.token_urlsafe(12)
     if not await gw.streams.claim(caller.identity, stream_id):
         return common.too_many(5, f"at most {gw.settings.max_streams_per_principal} open streams per credential")
-    owner = f"memento:stream-owner:{session.id}"
+    owner = keys.stream_owner(session.principal.tenant_id, session.id)
     if not await gw.redis.set(owner, stream_id, nx=True, ex=STREAM_LEASE_S):
         await gw.streams.release(caller.identity, stream_id)
         return common.rpc_error(409, INVALID_REQUEST, "Conflict: this session already has an open GET stream")
@@ -239,7 +242,7 @@ async def _server_stream(gw: Gateway, session: Session, identity: str, stream_id
 async def _resume(gw: Gateway, caller: Caller, session: Session, last_event_id: str) -> Response:
     """`GET` with `Last-Event-ID`: the rest of the POST response stream that event belongs to, on any replica."""
     where = replay.parse(last_event_id)
-    if where is None or not await replay.exists(gw.redis, session.id, where[0]):
+    if where is None or not await replay.exists(gw.redis, session.principal.tenant_id, session.id, where[0]):
         return common.rpc_error(404, INVALID_REQUEST, "Last-Event-ID names no stream of this session (or it expired)")
     slot = secrets.token_urlsafe(12)
     if not await gw.streams.claim(caller.identity, slot):
@@ -251,7 +254,7 @@ async def _resumed(gw: Gateway, session: Session, identity: str, slot: str, stre
     GATEWAY_STREAMS.labels("mcp").inc()
     quiet_since = time.monotonic()
     try:
-        async for item in replay.resume(gw.redis, session.id, stream, after):
+        async for item in replay.resume(gw.redis, session.principal.tenant_id, session.id, stream, after):
             if item is not None:
                 yield sse.event(item[1], event_id=item[0])
             elif time.monotonic() - quiet_since >= gw.settings.sse_keepalive_s:

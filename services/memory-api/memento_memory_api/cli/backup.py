@@ -520,11 +520,9 @@ async def _after_restore(target: Target) -> list[str]:
 
 
 async def _invalidate_l1(url: str) -> None:
-    import redis.asyncio as aioredis
+    from memento_shared import l1, redis_client
 
-    from memento_shared import l1
-
-    client = aioredis.from_url(url, socket_timeout=10, socket_connect_timeout=10)
+    client = redis_client.client(url, timeout=10)  # a cluster's too (`redis+cluster://`)
     try:
         if not await l1.invalidate(client):
             raise BackupError(

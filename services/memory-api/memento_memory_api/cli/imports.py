@@ -16,6 +16,7 @@ from memento_memory_api.cli.load import Loader
 from memento_memory_api.cli.system import System, checked_name, err, located, service_pool
 from memento_memory_api.uow import Scope, UnitOfWorkFactory
 from memento_shared import redis_client
+from memento_shared.db.rls import set_system
 
 
 def add_command(subparsers: argparse._SubParsersAction) -> None:
@@ -54,12 +55,23 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _taken_in(pool):
+    """Whether any tenant's row of a table holds an id (as the system principal: the import's own sees one tenant)."""
+
+    async def taken(table: str, row_id: str) -> bool:
+        async with pool.acquire() as conn, conn.transaction():
+            await set_system(conn)
+            return bool(await conn.fetchval(f"SELECT true FROM agent_memory.{table} WHERE id = $1", row_id))
+
+    return taken
+
+
 async def load(system: System, tenant: str, workspace: str, records: list) -> dict[str, int]:
     redis = redis_client.client(system.redis_url, timeout=system.settings.redis_timeout_s) if system.redis_url else None
     try:
         async with service_pool(system) as pool:
             async with UnitOfWorkFactory(pool)(Scope(tenant, workspace, "admin", "admin")) as uow:
-                loader = Loader(uow, await kinds.columns(uow.conn), redis)
+                loader = Loader(uow, await kinds.columns(uow.conn), redis, taken=_taken_in(pool))
                 counts = await loader.load(records)
     finally:
         if redis is not None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 from collections import Counter
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -48,6 +49,9 @@ class Loader:
     uow: UnitOfWork
     cols: kinds.Columns
     redis: Any = None
+    # (table, id) -> whether any tenant holds the id: keys are unique per tenant only (migration 0022, for a store
+    # distributed by tenant), so an imported id another tenant holds takes a remapped one here instead
+    taken: Callable[[str, str], Awaitable[bool]] | None = None
     ids: dict[str, dict[str, str]] = field(default_factory=lambda: {k: {} for k in MAPPED})
     counts: Counter = field(default_factory=Counter)  # "<kind> added|kept|remapped"
     new_fragments: list[tuple[Record, str]] = field(default_factory=list)
@@ -158,6 +162,8 @@ class Loader:
                 self.ids[kind][old] = candidate
                 self.counts[f"{kind} kept"] += 1
                 return
+            if self.taken is not None and await self.taken(table, candidate):
+                continue
             row = self._row(record, id=candidate)
             if kind == "document":
                 row["latest_version"] = None  # set once its versions are in (make_latest keeps the statistics)

@@ -21,7 +21,7 @@ import asyncpg
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-from memento_shared import background
+from memento_shared import background, redis_client
 from memento_shared import l1 as layout
 from memento_shared.db.cursor import fetch_batches
 from memento_shared.db.rls import set_system
@@ -59,7 +59,12 @@ async def index(
                 pipe.zrem(layout.key(tenant_id, workspace, agent_id, keyword), fragment_id)
             for keyword in keywords:
                 pipe.zadd(layout.key(tenant_id, workspace, agent_id, keyword), {fragment_id: score})
-            await pipe.execute()
+            # REDIS_WAIT_REPLICAS: on the replicas too before the write is acknowledged (the sets share the tenant's
+            # slot, so one WAIT covers them); a short count is a failed write, which has L1 rebuilt
+            waited = redis_client.queue_wait(pipe, redis, layout.key(tenant_id, workspace, agent_id, ""))
+            results = await pipe.execute()
+        if waited:
+            redis_client.check_wait(redis, results[-1])
     except (RedisError, OSError) as exc:
         _failed("l1.index_failed", exc, on_failure)
 

@@ -17,6 +17,7 @@ from typing import Any
 from redis.exceptions import RedisError
 
 from memento_memory_api.context import ToolContext
+from memento_shared import keys
 from memento_shared.errors import invalid, unavailable
 
 SNAPSHOT_TTL_S = 15 * 60
@@ -24,8 +25,8 @@ MAX_SNAPSHOT = 1000  # ids a snapshot keeps: the first page's search looks this 
 MAX_OPEN = 20  # snapshots a principal keeps at once: opening one more drops its oldest (~30 KB each in Redis)
 
 
-def _key(token: str) -> str:
-    return f"recall:pages:{token}"
+def _key(ctx: ToolContext, token: str) -> str:
+    return keys.page_snapshot(ctx.scope.tenant_id, token)
 
 
 def _owner(ctx: ToolContext) -> list[str]:
@@ -34,7 +35,7 @@ def _owner(ctx: ToolContext) -> list[str]:
 
 def _open_key(ctx: ToolContext) -> str:
     """The principal's open snapshots, by when each was opened."""
-    return "recall:pages:open:" + json.dumps(_owner(ctx))
+    return keys.open_snapshots(ctx.scope.tenant_id, ctx.scope.workspace, ctx.scope.agent_id)
 
 
 def encode(token: str, offset: int) -> str:
@@ -49,15 +50,16 @@ async def open_snapshot(ctx: ToolContext, ids: list[str], options: dict[str, Any
     body = {"owner": _owner(ctx), "ids": ids[:MAX_SNAPSHOT], "options": options}
     opened = _open_key(ctx)
     try:
-        async with ctx.redis.pipeline(transaction=True) as pipe:
-            pipe.set(_key(token), json.dumps(body), ex=SNAPSHOT_TTL_S)
+        # not MULTI (a cluster runs none): two opens racing at the cap may keep one snapshot more for its TTL
+        async with ctx.redis.pipeline(transaction=False) as pipe:
+            pipe.set(_key(ctx, token), json.dumps(body), ex=SNAPSHOT_TTL_S)
             pipe.zadd(opened, {token: time.time()})
             pipe.zrange(opened, 0, -(MAX_OPEN + 1))  # the oldest past the cap
             pipe.zremrangebyrank(opened, 0, -(MAX_OPEN + 1))
             pipe.expire(opened, SNAPSHOT_TTL_S)
             dropped = (await pipe.execute())[2]
         if dropped:
-            await ctx.redis.delete(*(_key(t.decode() if isinstance(t, bytes) else t) for t in dropped))
+            await ctx.redis.delete(*(_key(ctx, t.decode() if isinstance(t, bytes) else t) for t in dropped))
     except (RedisError, OSError) as exc:
         raise unavailable("paging needs Redis, which did not answer") from exc
     return token
@@ -75,7 +77,7 @@ async def read(ctx: ToolContext, cursor: str) -> tuple[str, int, list[str], dict
     if ctx.redis is None:
         raise unavailable("paging needs Redis, which is unavailable")
     try:
-        raw = await ctx.redis.get(_key(token))
+        raw = await ctx.redis.get(_key(ctx, token))
     except (RedisError, OSError) as exc:
         raise unavailable("paging needs Redis, which did not answer") from exc
     body = json.loads(raw) if raw else None

@@ -6,11 +6,10 @@ from __future__ import annotations
 from redis.exceptions import RedisError
 
 from memento_memory_api.context import ToolContext
+from memento_shared import keys
 from memento_shared.errors import unavailable
 
-
-def _key(tenant_id: str, session_id: str) -> str:
-    return f"seen:{tenant_id}:{session_id}"
+_key = keys.seen  # (tenant, session id)
 
 
 async def record(ctx: ToolContext, session_id: str, ids: list[str]) -> None:

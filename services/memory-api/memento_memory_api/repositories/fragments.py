@@ -111,7 +111,7 @@ WITH visible AS (SELECT id FROM agent_memory.fragments WHERE id = ANY(ARRAY[$4, 
 inserted AS (
     INSERT INTO agent_memory.fragment_links (tenant_id, workspace, agent_id, from_id, to_id, relation_type)
     SELECT $1, $2, $3, $4, $5, $6 WHERE (SELECT count(*) FROM visible) = 2
-    ON CONFLICT (from_id, to_id, agent_id) DO NOTHING RETURNING from_id, to_id),
+    ON CONFLICT (from_id, to_id, agent_id, tenant_id) DO NOTHING RETURNING from_id, to_id),
 adjacency AS (
     UPDATE agent_memory.fragments f SET linked_to = array_append(f.linked_to, i.to_id) FROM inserted i
     WHERE f.id = i.from_id AND NOT (i.to_id = ANY(f.linked_to)) RETURNING 1)
@@ -542,7 +542,7 @@ async def store_vector(conn: asyncpg.Connection, profile_id: str, fragment_id: s
         "INSERT INTO agent_memory.fragment_embeddings (fragment_id, profile_id, tenant_id, workspace, agent_id,"
         " content_hash, embedding) SELECT id, $2, tenant_id, workspace, agent_id, content_hash, $4"
         " FROM agent_memory.fragments WHERE id = $1 AND content_hash = $3"
-        " ON CONFLICT (fragment_id, profile_id) DO NOTHING",
+        " ON CONFLICT (fragment_id, profile_id, tenant_id) DO NOTHING",
         fragment_id,
         profile_id,
         chash,
