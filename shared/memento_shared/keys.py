@@ -21,6 +21,7 @@ channels) is one server and is not named here.
 
 from __future__ import annotations
 
+import hashlib
 import re
 import zlib
 
@@ -127,11 +128,23 @@ def streams(who: str) -> str:
     return f"memento:streams:{who}"
 
 
+def resource_subscribers(tenant_id: str, workspace: str, uri: str) -> str:
+    """The sessions (2025 revisions) subscribed to one resource; the URI hashed, since it is free text."""
+    digest = hashlib.sha256(f"{workspace}\x1f{uri}".encode()).hexdigest()
+    return f"memento:resource-subscribers:{tag(tenant_id)}:{digest}"
+
+
+def resource_subscriptions(tenant_id: str, session_id: str) -> str:
+    """The resources one session subscribed to (its cap)."""
+    return f"memento:resource-subscriptions:{tag(tenant_id)}:{session_id}"
+
+
 # --- no tenant yet, no tag: hashed whole ---
 
 OAUTH_PREFIX = "memento:oauth:"  # + client:<id>, pending:<id>, code:<sha256>, refresh:<sha256>, revoked:<jti>, ...
 CONSOLE_SESSION_PREFIX = "console:session:"  # + the cookie's random id
 CONSOLE_FLOW_PREFIX = "console:oauth:"  # + an OAuth state
+TASK_PREFIXES = ("memento:task:", "memento:task-lease:", "memento:task-cancel:")  # + a task's random id
 
 
 # Every key the state Redis may hold, as a regular expression over the whole key, and the tag it must carry
@@ -153,6 +166,9 @@ PATTERNS: list[tuple[str, str | None]] = [
     (rf"memento:rate:{_T}:.*", "tenant"),
     (r"memento:rate:ip:[^{}]+", None),
     (rf"memento:streams:{_T}:.*", "tenant"),
+    (rf"memento:resource-subscribers:{_T}:[0-9a-f]{{64}}", "tenant"),
+    (rf"memento:resource-subscriptions:{_T}:.+", "tenant"),
+    (r"memento:task(-lease|-cancel)?:[^{}]+", None),
     (r"memento:oauth:[a-z-]+:[^{}]+", None),
     (r"console:session:[^{}]+", None),
     (r"console:oauth:[^{}]+", None),

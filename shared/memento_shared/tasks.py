@@ -17,6 +17,8 @@ import secrets
 from datetime import UTC, datetime
 from typing import Any
 
+from memento_shared import keys
+
 TTL_S = 3600
 POLL_INTERVAL_MS = 1000
 LEASE_S = 15  # the runner renews it every LEASE_S / 3; a working task without one lost its runner
@@ -34,16 +36,17 @@ return 1
 """
 
 
+# named by the task's random id alone (memento_shared.keys: no tag, each key hashed whole)
 def key(task_id: str) -> str:
-    return f"memento:task:{task_id}"
+    return f"{keys.TASK_PREFIXES[0]}{task_id}"
 
 
 def lease_key(task_id: str) -> str:
-    return f"memento:task-lease:{task_id}"
+    return f"{keys.TASK_PREFIXES[1]}{task_id}"
 
 
 def cancel_key(task_id: str) -> str:
-    return f"memento:task-cancel:{task_id}"
+    return f"{keys.TASK_PREFIXES[2]}{task_id}"
 
 
 def new_id() -> str:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -23,7 +22,7 @@ from redis.asyncio import Redis
 
 from memento_gateway.mcp.hub import CLOSE, StreamHub
 from memento_gateway.mcp.jsonrpc import notification
-from memento_shared import changes
+from memento_shared import changes, keys
 
 log = logging.getLogger(__name__)
 MAX_URIS = 100  # per listen stream or session
@@ -50,15 +49,6 @@ class Listener:
             self.queue.put_nowait(LOST)
 
 
-def _session_key(tenant: str, workspace: str, uri: str) -> str:
-    digest = hashlib.sha256(f"{tenant}\x1f{workspace}\x1f{uri}".encode()).hexdigest()
-    return f"memento:resource-subscribers:{digest}"
-
-
-def _session_set(session_id: str) -> str:
-    return f"memento:resource-subscriptions:{session_id}"
-
-
 class Subscriptions:
     def __init__(self, redis: Redis, hub: StreamHub, session_ttl_s: int) -> None:
         self.redis, self.hub, self.ttl = redis, hub, session_ttl_s
@@ -82,13 +72,13 @@ class Subscriptions:
     # --- resources/subscribe (2025 sessions) ---
     async def subscribe(self, session_id: str, tenant: str, workspace: str, uri: str) -> bool:
         """False when the session holds MAX_URIS subscriptions already."""
-        mine = _session_set(session_id)
+        mine = keys.resource_subscriptions(tenant, session_id)
         member = f"{workspace}\x1f{uri}"
         if await self.redis.scard(mine) >= MAX_URIS and not await self.redis.sismember(mine, member):
             return False
         async with self.redis.pipeline(transaction=False) as pipe:
-            pipe.sadd(_session_key(tenant, workspace, uri), session_id)
-            pipe.expire(_session_key(tenant, workspace, uri), self.ttl)
+            pipe.sadd(keys.resource_subscribers(tenant, workspace, uri), session_id)
+            pipe.expire(keys.resource_subscribers(tenant, workspace, uri), self.ttl)
             pipe.sadd(mine, member)
             pipe.expire(mine, self.ttl)
             await pipe.execute()
@@ -96,8 +86,8 @@ class Subscriptions:
 
     async def unsubscribe(self, session_id: str, tenant: str, workspace: str, uri: str) -> None:
         async with self.redis.pipeline(transaction=False) as pipe:
-            pipe.srem(_session_key(tenant, workspace, uri), session_id)
-            pipe.srem(_session_set(session_id), f"{workspace}\x1f{uri}")
+            pipe.srem(keys.resource_subscribers(tenant, workspace, uri), session_id)
+            pipe.srem(keys.resource_subscriptions(tenant, session_id), f"{workspace}\x1f{uri}")
             await pipe.execute()
 
     # --- notices, from the hub's reader ---
@@ -119,7 +109,7 @@ class Subscriptions:
 
     async def _to_sessions(self, change: changes.Change) -> None:
         try:
-            sessions = await self.redis.smembers(_session_key(change.tenant, change.workspace, change.uri))
+            sessions = await self.redis.smembers(keys.resource_subscribers(change.tenant, change.workspace, change.uri))
         except Exception as exc:  # Redis away: this notice is lost, as any notification may be
             log.warning("subscriptions.lookup_failed", extra={"error_type": type(exc).__name__})
             return

@@ -79,7 +79,7 @@ async def handle(message_id: Any, method: str, params: dict[str, Any], call: Cal
             await tasks.settle(gw.redis, task_id, "failed", error=json.dumps(LOST))
             record = await tasks.get(gw.redis, task_id) or record
         else:
-            reported = await progress.read(gw.redis, record["progressId"])
+            reported = await progress.read(gw.redis, call.principal.tenant_id, record["progressId"])
             if reported is not None:
                 done, total, text = reported
                 record["statusMessage"] = f"{text} ({done} of {total})" if text else f"{done} of {total}"
