@@ -170,13 +170,25 @@ def test_expansion_holds_speaker_names_dates_and_keyphrases_once_each() -> None:
 
 def test_korean_expansion_spells_dates_in_the_same_words() -> None:
     a = ann("2023년 5월 8일: 민수와 어제 영화를 봤다")
-    assert a.expansion.split() == ["may", "2023", "2023-05-08", "monday", "2023-05-07", "sunday", "민수"]
+    # then the stems its words do not spell (영화를 -> 영화; 민수 is already there as a name)
+    assert a.expansion.split() == ["may", "2023", "2023-05-08", "monday", "2023-05-07", "sunday", "민수", "영화"]
 
 
 def test_keyphrases_can_be_left_out_of_the_expansion() -> None:
     text = "We adopted a rescue dog from the animal shelter."
     assert "shelter" in annotate(text, source=None, session_id=None, written_at=WRITTEN).expansion
-    assert annotate(text, source=None, session_id=None, written_at=WRITTEN, keyphrases=False).expansion == ""
+    without = annotate(text, source=None, session_id=None, written_at=WRITTEN, keyphrases=False)
+    assert without.expansion == "adopt rescu anim"  # only the stems its words do not spell (text.stems)
+    assert (
+        annotate(text, source=None, session_id=None, written_at=WRITTEN, keyphrases=False, stems=False).expansion == ""
+    )
+
+
+def test_the_expansion_ends_with_the_stems_the_words_do_not_spell() -> None:
+    a = ann("Melanie (1:56 pm on 8 May, 2023): We went camping and I painted two paintings! 요가를 했어요")
+    stems = a.expansion.split()[a.expansion.split().index("monday") + 1 :]
+    assert stems == ["melani", "camp", "paint", "요가"]  # "paintings" and "painted" are one stem; "went" is its own
+    assert "camp" not in ann("We camp by the lake").expansion.split()  # a word that is its own stem is not repeated
 
 
 def test_expansion_is_capped() -> None:

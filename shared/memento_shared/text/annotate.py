@@ -11,7 +11,8 @@
   event_said; None when the body names no time. The header's own date is not an event.
 - expansion: words searched beside the content at the lowest weight: the speaker, the header date and the event range
   spelled out ("may 2023 2023-05-07 sunday"), the names, then keyphrases; lower case, deduplicated, at most 40 words
-  (the tail is cut).
+  (the tail is cut); then the stems of the content's words that its words do not already spell ("camping" ->
+  "camp"; text.stems), at most 80, so the full-text index finds a memory by a question's word in another form.
 
 `query_expansion(question, now)` spells a question's names and dates the same way, for the lexical search.
 Pure functions, no I/O.
@@ -27,10 +28,13 @@ from functools import lru_cache
 from memento_shared.text.dates import TimeRange, mentions
 from memento_shared.text.entities import extract, question_names, split_header
 from memento_shared.text.keywords import STOPWORDS
+from memento_shared.text.stems import new_stems
 
 __all__ = ["Annotation", "annotate", "query_expansion", "spell"]
 
 MAX_EXPANSION_WORDS = 40
+MAX_STEMS = 80
+_CONTENT_WORD = re.compile(r"[0-9a-z가-힣_]+")  # a word as recall's lexical side splits it (recall.relevance.words)
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MICROSECOND = timedelta(microseconds=1)
 _MONTH_NAMES = "january february march april may june july august september october november december".split()
@@ -163,10 +167,17 @@ def _union(ranges: list[TimeRange]) -> tuple[datetime, datetime] | None:
 
 
 def annotate(
-    content: str, *, source: str | None, session_id: str | None, written_at: datetime, keyphrases: bool = True
+    content: str,
+    *,
+    source: str | None,
+    session_id: str | None,
+    written_at: datetime,
+    keyphrases: bool = True,
+    stems: bool = True,
 ) -> Annotation:
     """The annotation of one memory. `written_at` must be timezone-aware (ValueError otherwise). `keyphrases`: add
-    the extracted keyphrases at the end of the expansion (a switch for the benchmark's ablation)."""
+    the extracted keyphrases at the end of the expansion; `stems`: then the content's new stems (switches for the
+    benchmark's ablation)."""
     if written_at.tzinfo is None or written_at.utcoffset() is None:
         raise ValueError("written_at must be timezone-aware")
     written_at = written_at.astimezone(UTC)
@@ -195,8 +206,19 @@ def annotate(
         event_from=event[0] if event else None,
         event_to=event[1] if event else None,
         event_said=event_said,
-        expansion=_words(parts),
+        expansion=_with_stems(_words(parts), content) if stems else _words(parts),
     )
+
+
+def _with_stems(expansion: str, content: str) -> str:
+    listed = set(expansion.split())
+    return " ".join([expansion, *(s for s in content_stems(content) if s not in listed)]).strip()
+
+
+def content_stems(content: str) -> list[str]:
+    """The stems of `content`'s words (stopwords left out) that none of its words already is, at most MAX_STEMS."""
+    found = [w for w in _CONTENT_WORD.findall(content.lower()) if len(w) > 1 and w not in STOPWORDS]
+    return new_stems(found, MAX_STEMS)
 
 
 def query_expansion(question: str, now: datetime) -> str:

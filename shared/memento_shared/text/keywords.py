@@ -9,7 +9,7 @@ from memento_shared.text.redaction import MASK_WORDS
 
 _TOKEN = re.compile(r"[0-9A-Za-z_][0-9A-Za-z_.\-]*[0-9A-Za-z_]|[0-9A-Za-z]|[가-힣]{2,}")
 # Korean particles often glue onto nouns; strip the common ones so "서버가" and "서버를" count as "서버".
-_KO_PARTICLES = (
+KO_PARTICLES = (
     "에서",
     "으로",
     "에게",
@@ -46,7 +46,7 @@ STOPWORDS = frozenset(
 def _normalise(token: str) -> str:
     token = token.lower()
     if re.match(r"[가-힣]", token):
-        for particle in _KO_PARTICLES:
+        for particle in KO_PARTICLES:
             if token.endswith(particle) and len(token) - len(particle) >= 2:
                 return token[: -len(particle)]
     return token

@@ -195,6 +195,7 @@ async def _by_text(
     # the filters themselves, so each returns up to `limit` fragments that satisfy them.
     lexical_ids: list[str] = []
     expanded = ""  # the question with its names and dates spelled out (the lexical search and the order use it)
+    tuning = relevance.Tuning.of(ctx.settings, RRF_K)
     if query.text and query.lexical:
 
         async def by_words(text: str) -> list[str]:
@@ -209,6 +210,7 @@ async def _by_text(
                 superseded=query.superseded,
                 tags=query.tags,
                 narrow=query.narrow,
+                stems=tuning.stems,
             )
             await _fetch_missing(conn, query, ids, found)
             return ids
@@ -236,19 +238,20 @@ async def _by_text(
             narrow=query.narrow,
         )
         trace.get_current_span().set_attribute("memento.recall.vector_plan", strategy.name)
-    tuning = relevance.Tuning.of(ctx.settings, RRF_K)
     near: Near = ({}, {})
     if query.text and query.lexical and tuning.reads_neighbours:
         # while the model computes: the neighbours of the lexical list's first candidates. Read whether or not the
         # vector is ready (a cached question's is), so a question asked again is ordered the same
         first = [found.rows[i] for i in lexical_ids[: tuning.candidates] if i in found.rows]
         near = await relevance.read_neighbours(conn, scope, agents, first, tuning.window, _filters(query))
-    want = relevance.wanted(query.text, expanded) if query.text and query.lexical else None
+    want = relevance.wanted(query.text, expanded, stems=tuning.stems) if query.text and query.lexical else None
     # the context list of the rows known so far, scored while the model works rather than after the vector list
     known = None
     if want is not None and want.terms and tuning.context_weight > 0:
         lists = [*found.ranked, lexical_ids, *found.part_lists]
-        known = relevance.context(lists, near[1] | found.rows, near[0], want.terms, tuning.neighbour_share)
+        known = relevance.context(
+            lists, near[1] | found.rows, near[0], want.terms, tuning.neighbour_share, tuning.stems
+        )
     query_vector = query.vector if query.vector is not None else await embedding if embedding is not None else None
     if query_vector is not None and strategy is not None:
         hits = await vector.search(conn, strategy, query_vector)

@@ -10,6 +10,7 @@ import asyncpg
 from memento_memory_api.repositories.fragments import live, narrowed, newest_in_namespaces, tagged
 from memento_memory_api.uow import Scope
 from memento_shared.text.keywords import STOPWORDS
+from memento_shared.text.stems import stem
 
 _TERM = re.compile(r"[0-9A-Za-z가-힣_]+")
 
@@ -20,6 +21,16 @@ def terms(text: str) -> list[str]:
         if len(term) > 1 and term not in STOPWORDS and term not in out:
             out.append(term)
     return out[:32]
+
+
+def query_terms(words: list[str]) -> list[str]:
+    """Each word as the search asks for it: the word or its stem (text.stems), "(camped | camp)", when they differ.
+    A memory's expansion holds the stems its own words do not spell (text.annotate), so "camp" finds "camping"."""
+    out = []
+    for word in words:
+        s = stem(word)
+        out.append(word if s == word else f"({word} | {s})")
+    return out
 
 
 # Each term weighs by how rarely the caller's matches hold it (an inverse document frequency, counted over SAMPLE of
@@ -118,10 +129,11 @@ async def search(
     superseded: bool = False,
     tags: list[str] | None = None,
     narrow: dict | None = None,
+    stems: bool = True,
 ) -> list[str]:
     """Up to `limit` ids of the caller's fragments (of `topic`, `ftype` and any of `tags` when given; superseded ones
-    only with `superseded`) that match `text`'s words, best first."""
-    words = terms(text)
+    only with `superseded`) that match `text`'s words (or, with `stems`, their stems), best first."""
+    words = query_terms(terms(text)) if stems else terms(text)
     if not words:
         return []
     sample = min(SAMPLE, candidates)

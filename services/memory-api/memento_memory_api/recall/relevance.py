@@ -12,7 +12,11 @@ of what the conversation says around each candidate, then a boost for time and a
 - parts (off unless RECALL_DECOMPOSE): a question of several clauses ("... on a hike and had a bad experience") is
   searched by each clause's words too, each a list of weight `decompose`.
 - lift: each of the `lift_top` best rows gives its nearest neighbours `lift` of its own score (never more than it has),
-  when that is more than they have.
+  when that is more than they have; one that asks a question (its text ends with "?") gives the next row of its
+  thread, the answer, `answer_lift` of it (issue 53: "How is the new puppy doing?" is answered by "She's learning
+  commands", which shares no word with a question about the puppy).
+- stems: words are compared by their stems (text.stems; issue 53), so "camped" meets "camping"; `stems` off compares
+  the words as written.
 
 Neighbours are an ordering (fragments.thread, seq; migration 0019), read per search by one indexed statement: writers
 store a conversation's turns in any order, and links per pair would be rewritten as turns arrive. A search reads the
@@ -40,6 +44,7 @@ from memento_memory_api.repositories import fragments as repo
 from memento_memory_api.uow import Scope
 from memento_shared.text import dates
 from memento_shared.text.keywords import STOPWORDS
+from memento_shared.text.stems import stem
 
 _WORD = re.compile(r"[0-9A-Za-z가-힣_]+")
 WEIGHT_FLOOR = 0.001  # a word every row read holds still counts a little: a lone candidate must not score 0
@@ -56,6 +61,8 @@ class Tuning:
     lift_top: int = 5
     time_boost: float = 0.6
     decompose: float = 0.0  # the weight of each part's lexical list (parts()); 0: questions are not split
+    answer_lift: float = 0.85  # what a best row that asks a question gives the row after it (module docstring)
+    stems: bool = True  # words compared by their stems (text.stems)
 
     @classmethod
     def of(cls, settings: Any, k: float) -> Tuning:
@@ -69,11 +76,14 @@ class Tuning:
             lift_top=settings.recall_lift_top,
             time_boost=settings.recall_time_boost,
             decompose=settings.recall_decompose,
+            answer_lift=settings.recall_answer_lift,
+            stems=settings.recall_stems,
         )
 
     @property
     def reads_neighbours(self) -> bool:
-        return self.window > 0 and (self.context_weight > 0 or (self.lift > 0 and self.lift_top > 0))
+        lifts = (self.lift > 0 or self.answer_lift > 0) and self.lift_top > 0
+        return self.window > 0 and (self.context_weight > 0 or lifts)
 
 
 @dataclass(frozen=True)
@@ -85,12 +95,18 @@ class Wanted:
     periods: tuple[dates.TimeRange, ...]  # times the question names
 
 
-def wanted(text: str, expanded: str | None = None, now: datetime | None = None) -> Wanted:
+def wanted(text: str, expanded: str | None = None, now: datetime | None = None, stems: bool = True) -> Wanted:
     """`text`'s times, and the words of `expanded` (the question with its names and dates spelled out) or of it."""
     now = now or datetime.now(UTC)
     periods = tuple(m.range for m in dates.mentions(text, now))
-    terms = frozenset(w for w in words(expanded or text) if w not in STOPWORDS)  # as the lexical search drops them
-    return Wanted(terms, dates.is_temporal_question(text), periods)
+    return Wanted(content_terms(expanded or text, stems), dates.is_temporal_question(text), periods)
+
+
+def content_terms(text: str, stems: bool = True) -> frozenset[str]:
+    """The stems (or, `stems` off, the words) of `text`'s words that are not stopwords, as the lexical search drops
+    them."""
+    found = (w for w in _WORD.findall(text.lower()) if len(w) > 1 and w not in STOPWORDS)
+    return frozenset(map(stem, found) if stems else found)
 
 
 _CLAUSES = re.compile(r",\s*(?:and|or|but)\s+|\s+(?:and|or|but)\s+|[,;]\s*|\s+(?:그리고|하고|또는)\s+", re.IGNORECASE)
@@ -101,12 +117,15 @@ def parts(text: str) -> list[str]:
     hold two words of their own that are not stopwords; otherwise none (the question is one part). "When did she
     meet people on a hike and have a bad experience" splits; "Mel and her kids" does not (one side has one word)."""
     pieces = [p.strip() for p in _CLAUSES.split(text) if p.strip()]
-    kept = [p for p in pieces if len([w for w in words(p) if w not in STOPWORDS]) >= 2]
+    kept = [p for p in pieces if len(content_terms(p)) >= 2]
     return kept if len(kept) >= 2 and len(kept) == len(pieces) else []
 
 
-def words(text: str) -> frozenset[str]:
-    return frozenset(w for w in _WORD.findall(text.lower()) if len(w) > 1)
+def words(text: str, stems: bool = True) -> frozenset[str]:
+    """The stems of `text`'s words (text.stems): a question's "camped" and a row's "camping" meet as "camp"; with
+    `stems` off, the words."""
+    found = (w for w in _WORD.findall(text.lower()) if len(w) > 1)
+    return frozenset(map(stem, found) if stems else found)
 
 
 # row id -> (the texts its words were split from, those words): the same rows come back search after search, and
@@ -114,19 +133,20 @@ def words(text: str) -> frozenset[str]:
 # cache keyed by the texts hashed every row's whole text on every search, a fifth of the order's time). The oldest
 # entry goes first past WORDS_HELD: 2048 rows' words hold ~3 MB; 8192 held ~12 MB, which the soak saw as memory-api
 # growing while the cache filled.
-_WORDS: dict[str, tuple[tuple, frozenset[str]]] = {}
+_WORDS: dict[tuple[str, bool], tuple[tuple, frozenset[str]]] = {}
 WORDS_HELD = 2048
 
 
-def row_words(row: Any) -> frozenset[str]:
+def row_words(row: Any, stems: bool = True) -> frozenset[str]:
     texts = (row["content"], row["topic"], row["expansion"], row["facts"])
-    known = _WORDS.get(row["id"])
+    key = (row["id"], stems)
+    known = _WORDS.get(key)
     if known is not None and known[0] == texts:
         return known[1]
     if len(_WORDS) >= WORDS_HELD:
         del _WORDS[next(iter(_WORDS))]
-    split = words(" ".join(filter(None, texts)))
-    _WORDS[row["id"]] = (texts, split)
+    split = words(" ".join(filter(None, texts)), stems)
+    _WORDS[key] = (texts, split)
     return split
 
 
@@ -139,10 +159,11 @@ class Context:
     seen: frozenset[str]  # every row it weighed, scored or not
     terms: frozenset[str]  # weight's keys, as a set to intersect a row's words with
     weight: dict[str, float]  # term -> weight
+    stems: bool = True  # words compared by their stems
 
     def own(self, row: Any) -> float:
         """A row found afterwards (the vector list's): the words it holds itself, weighed as among the rows seen."""
-        held = row_words(row) & self.terms
+        held = row_words(row, self.stems) & self.terms
         return math.fsum(map(self.weight.__getitem__, held)) if held else 0.0
 
 
@@ -152,6 +173,7 @@ def context(
     neighbours: dict[str, list[str]],
     terms: frozenset[str],
     share: float,
+    stems: bool = True,
 ) -> Context:
     """The listed rows and their neighbours (`neighbours`: id -> its neighbours' ids; all in `rows`) by the question's
     words they hold, and (at `share`) the ones only the rows beside them hold; weighed by rarity among those rows."""
@@ -161,7 +183,7 @@ def context(
             adjacent[i].add(j)
             adjacent[j].add(i)
     ids = dict.fromkeys([i for r in lists for i in r if i in rows] + list(adjacent))
-    held = {i: row_words(rows[i]) & terms for i in ids}
+    held = {i: row_words(rows[i], stems) & terms for i in ids}
     count = len(held)
     frequency = Counter(t for h in held.values() for t in h)
     weight = {t: max(math.log((count + 1) / (frequency[t] + 0.5)), WEIGHT_FLOOR) for t in terms}
@@ -176,7 +198,7 @@ def context(
             scores[i] = (math.fsum(map(weight.__getitem__, own)) if own else 0) + (
                 share * math.fsum(map(weight.__getitem__, around)) if around else 0
             )
-    return Context(scores, frozenset(ids), terms, weight)
+    return Context(scores, frozenset(ids), terms, weight, stems)
 
 
 def order(
@@ -199,7 +221,7 @@ def order(
         weights.append(tuning.decompose)
     scores = rrf_scores(lists, k=tuning.k, weights=weights)
     if tuning.context_weight > 0 and want.terms:  # the context list fused beside the others
-        known = known or context(lists, rows, neighbours, want.terms, tuning.neighbour_share)
+        known = known or context(lists, rows, neighbours, want.terms, tuning.neighbour_share, tuning.stems)
         ranking = context_ranking(lists, rows, known, scores)
         for rank, i in enumerate(ranking, start=1):
             scores[i] = scores.get(i, 0.0) + tuning.context_weight / (tuning.k + rank)
@@ -207,12 +229,26 @@ def order(
         for i in scores:
             if _timely(rows[i], want):
                 scores[i] *= 1 + tuning.time_boost
-    if tuning.lift > 0 and tuning.lift_top > 0 and scores:
+    if (tuning.lift > 0 or tuning.answer_lift > 0) and tuning.lift_top > 0 and scores:
+        lifted: dict[str, float] = {}  # the lifts of the best rows, applied once all are known
         for hit, score in _best(scores, tuning.lift_top):
-            for near in _nearest(hit, rows, neighbours):
-                if score * tuning.lift > scores.get(near, 0.0):
-                    scores[near] = score * tuning.lift
+            before, after = _nearest(hit, rows, neighbours)
+            answer = tuning.answer_lift if asks(rows[hit]) else 0.0
+            for near, share in ((before, tuning.lift), (after, max(tuning.lift, answer))):
+                if near is not None and share > 0 and score * share > lifted.get(near, 0.0):
+                    lifted[near] = score * share
+        for near, score in lifted.items():
+            if score > scores.get(near, 0.0):
+                scores[near] = score
     return sorted(scores.items(), key=lambda pair: (-pair[1], pair[0]))
+
+
+_ASKS = ("?", "？")
+
+
+def asks(row: Any) -> bool:
+    """The row's text asks a question (it ends with a question mark): the row after it in its thread answers it."""
+    return row["content"].rstrip().endswith(_ASKS)
 
 
 def _best(scores: dict[str, float], n: int) -> list[tuple[str, float]]:
@@ -248,12 +284,12 @@ def _timely(row: Any, want: Wanted) -> bool:
     return row["event_from"] is not None
 
 
-def _nearest(hit: str, rows: dict[str, Any], neighbours: dict[str, list[str]]) -> list[str]:
-    """The nearest neighbour on each side of `hit`."""
+def _nearest(hit: str, rows: dict[str, Any], neighbours: dict[str, list[str]]) -> tuple[str | None, str | None]:
+    """The nearest neighbour before and after `hit` (None where it has none)."""
     seq = rows[hit]["seq"]
     before = [j for j in neighbours.get(hit, ()) if rows[j]["seq"] < seq or (rows[j]["seq"] == seq and j < hit)]
     after = [j for j in neighbours.get(hit, ()) if j not in before]
-    return before[:1] + after[:1]
+    return (before[0] if before else None), (after[0] if after else None)
 
 
 _OPTIONAL = ("agents", "topic", "type", "tags", "narrow")  # a search's optional filters; given ones' parameters: $7...
