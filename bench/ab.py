@@ -38,7 +38,7 @@ from memento_shared.settings import Settings
 APPS = ("shipped", "plain")
 # plain: issue 28's order off, and issue 53's stems and answer lift
 OFF = {"RECALL_CONTEXT_WEIGHT": "0", "RECALL_LIFT": "0", "RECALL_TIME_BOOST": "0", "RECALL_ANSWER_LIFT": "0",
-       "RECALL_STEMS": "false"}  # fmt: skip
+       "RECALL_QUESTION_DISCOUNT": "0", "RECALL_STEMS": "false"}  # fmt: skip
 ARGUMENTS = {"includeLinks": False}  # beside `text`; the default token budget, as agents call it
 BOOTSTRAP = 2000
 

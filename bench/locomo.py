@@ -198,7 +198,9 @@ def gathered(name: str) -> Callable[[Conversation, dict], list[dict]]:
 # among, TUNING). Nothing here is tuned on a held-out conversation: `tuned_recall` picks on the training folds only.
 # the first settings this order shipped with (a12c1a7); every variant but "shipped" is them with the change it names,
 # so a variant means the same whatever the defaults are now
-FIRST = {"RECALL_CONTEXT_WEIGHT": "1", "RECALL_LIFT": "0.7", "RECALL_TIME_BOOST": "0.3"}
+# (issue 53's steps off in them too, so issue 28's rows mean what they meant)
+ISSUE_53_OFF = {"RECALL_STEMS": "false", "RECALL_ANSWER_LIFT": "0", "RECALL_QUESTION_DISCOUNT": "0"}
+FIRST = {"RECALL_CONTEXT_WEIGHT": "1", "RECALL_LIFT": "0.7", "RECALL_TIME_BOOST": "0.3", **ISSUE_53_OFF}
 VARIANTS: dict[str, tuple[str, dict[str, str]]] = {
     "shipped": ("the defaults (RECALL_* unset)", {}),
     "first": ("the first settings: context weight 1, lift 0.7, time boost 0.3", {}),
@@ -237,10 +239,32 @@ VARIANTS: dict[str, tuple[str, dict[str, str]]] = {
         },
     ),
     "decompose_1": ("multi-part questions split, each part's words a list of weight 1", {"RECALL_DECOMPOSE": "1"}),
+    # issue 53: the defaults with one step changed (not the first settings; FROM_DEFAULTS)
+    "issue28": ("issue 28's defaults: no stems, no answer lift, no question discount", ISSUE_53_OFF),
+    "no_stems": ("the defaults without stems (words compared as written)", {"RECALL_STEMS": "false"}),
+    "no_answer_lift": ("the defaults without the answer lift", {"RECALL_ANSWER_LIFT": "0"}),
+    "no_question_discount": ("the defaults without the question discount", {"RECALL_QUESTION_DISCOUNT": "0"}),
+    "answer_lift_0.7": ("the defaults with answer lift 0.7", {"RECALL_ANSWER_LIFT": "0.7"}),
+    "question_discount_0.35": ("the defaults with question discount 0.35", {"RECALL_QUESTION_DISCOUNT": "0.35"}),
+    "defaults_no_context": ("the defaults without the context list", {"RECALL_CONTEXT_WEIGHT": "0"}),
+    "defaults_no_lift": ("the defaults without the neighbour lift", {"RECALL_LIFT": "0"}),
+    "defaults_no_time": ("the defaults without the time boost", {"RECALL_TIME_BOOST": "0"}),
+    "defaults_decompose_0.5": ("the defaults with multi-part questions split, weight 0.5", {"RECALL_DECOMPOSE": "0.5"}),
 }
+# variants that change the defaults rather than the first settings
+_DEFAULTS_CHANGED = ("issue28", "no_stems", "no_answer", "no_question", "answer_lift", "question_discount", "defaults_")
+FROM_DEFAULTS = {v for v in VARIANTS if v.startswith(_DEFAULTS_CHANGED)}
 TUNING = ["shipped", "first", "context_0.5", "context_2", "share_0.3", "share_0.8", "lift_0.5", "lift_0.85", "time_0.6",
           "decompose_0.5", "decompose_1", "candidates_15", "window_1", "lift_0.5_context_2", "lift_0.5_time_0.6",
-          "lift_0.5_top_3", "lift_0.5_context_2_time_0.6", "lift_0.5_context_2_time_0.6_candidates_15"]  # fmt: skip
+          "lift_0.5_top_3", "lift_0.5_context_2_time_0.6", "lift_0.5_context_2_time_0.6_candidates_15", "issue28",
+          "answer_lift_0.7", "question_discount_0.35", "defaults_decompose_0.5"]  # fmt: skip
+
+
+def environment(variant: str) -> dict[str, str]:
+    """The RECALL_* settings a variant is asked with."""
+    if variant == "shipped":
+        return {}
+    return dict(VARIANTS[variant][1]) if variant in FROM_DEFAULTS else {**FIRST, **VARIANTS[variant][1]}
 
 
 def ranking_name(variant: str) -> str:
@@ -432,7 +456,7 @@ async def ask_variants(args: argparse.Namespace, data: list, conversations: list
         run_json = Path(args.data_dir) / "run.json"
         run_json.unlink(missing_ok=True)  # the last run's; the restart writes its own
         saved = dict(os.environ)
-        os.environ.update({**FIRST, **VARIANTS[variant][1]} if variant != "shipped" else {})
+        os.environ.update(environment(variant))
         system = System(args)
         try:
             system.start()
@@ -843,7 +867,7 @@ def main() -> None:
             "e5": "the active profile's stored vectors; query: embedder /v1/embeddings input_type query; exact cosine",
             "rrf_k": RRF_K,
             "methods": {m.name: m.label for m in methods},
-            "variants": {v: {**FIRST, **VARIANTS[v][1]} if v != "shipped" else {} for v in asked},
+            "variants": {v: environment(v) for v in asked},
             "tuning_candidates": TUNING,
         },
         **evaluate(conversations, methods),

@@ -90,10 +90,12 @@ class Settings(BaseSettings):
     recall_lift_top: int = Field(5, alias="RECALL_LIFT_TOP", ge=0, le=50)
     recall_time_boost: float = Field(0.6, alias="RECALL_TIME_BOOST", ge=0, le=2)
     recall_decompose: float = Field(0.0, alias="RECALL_DECOMPOSE", ge=0, le=2)  # off: the folds did not choose it
-    # issue 53: words matched by their stems (text.stems), and the answer lift (a best row that asks a question gives
-    # the next row of its thread this share of its score)
+    # issue 53: words matched by their stems (text.stems); the answer lift (a best row that asks a question gives the
+    # next row of its thread this share of its score); and the question discount (a row that asks scores this much
+    # less: it points to its answer more than it holds one)
     recall_stems: bool = Field(True, alias="RECALL_STEMS")
     recall_answer_lift: float = Field(0.85, alias="RECALL_ANSWER_LIFT", ge=0, lt=1)
+    recall_question_discount: float = Field(0.2, alias="RECALL_QUESTION_DISCOUNT", ge=0, lt=1)
 
     # --- PostgreSQL: DATABASE_URL, else POSTGRES_* over DB_* ---
     database_url_env: str | None = Field(None, alias="DATABASE_URL")

@@ -42,7 +42,7 @@ async def test_annotate_gives_old_fragments_their_place_time_and_names(memory_ap
     assert now[undated]["thread"] is None  # "runbook" names no place
     assert now[undated]["event_said"] == now[undated]["created_at"]  # no header: said when it was stored
     assert (now[placed]["thread"], now[placed]["seq"]) == ("session-1", 7)  # its session's place stays
-    assert now[placed]["expansion"] == written[placed]["expansion"] == "sundays"
+    assert now[placed]["expansion"] == written[placed]["expansion"] == "sundays melani paint sunday"  # then stems
     for i in (turn, undated, placed):
         assert (now[i]["content"], now[i]["updated_at"]) == (old[i]["content"], old[i]["updated_at"])
 
@@ -51,6 +51,30 @@ async def test_annotate_gives_old_fragments_their_place_time_and_names(memory_ap
     after = {r["id"]: r for r in await owner_pool.fetch(
         f"SELECT id, {COLUMNS} FROM agent_memory.fragments WHERE id = ANY($1)", [turn, undated, placed])}  # fmt: skip
     assert after == now
+
+
+async def test_annotate_stems_writes_the_expansion_of_fragments_stored_before_stems(
+    memory_api, servers, owner_pool, tenant
+):
+    old = await remember(memory_api, tenant, "We went camping by the lake", "notes")
+    fresh = await remember(memory_api, tenant, "The paintings dried overnight", "notes")
+    await owner_pool.execute("UPDATE agent_memory.fragments SET expansion = NULL WHERE id = $1", old)  # before 53
+    written = await owner_pool.fetchval("SELECT expansion FROM agent_memory.fragments WHERE id = $1", fresh)
+    asked = {"text": "Where did they camp?", "includeLinks": False}
+    found = await memory_api.call("recall", asked, tenant=tenant)
+    assert old not in [f["id"] for f in found["result"]["fragments"]]  # "camp" is not a word it holds
+
+    ran = await memento(system_env(servers), "admin", "annotate", "--stems")
+    assert ran.code == 0, ran.err
+    assert re.search(r"expansion written afresh for [1-9]\d* fragment\(s\)", ran.out)
+    rows = {r["id"]: r["expansion"] for r in await owner_pool.fetch(
+        "SELECT id, expansion FROM agent_memory.fragments WHERE id = ANY($1)", [old, fresh])}  # fmt: skip
+    assert "camp" in rows[old].split() and rows[fresh] == written  # the fresh one already had its stems
+    found = await memory_api.call("recall", asked, tenant=tenant)
+    assert found["result"]["fragments"][0]["id"] == old
+
+    again = await memento(system_env(servers), "admin", "annotate", "--stems")
+    assert "expansion written afresh for 0 fragment(s)" in again.out
 
 
 async def test_annotate_refuses_a_batch_below_one(servers):

@@ -4,6 +4,7 @@ stays ahead of a row that only borders it."""
 import ast
 import heapq
 import random
+from dataclasses import replace
 from datetime import UTC, datetime
 
 from memento_memory_api.recall.relevance import (
@@ -79,9 +80,14 @@ def test_a_best_row_that_asks_gives_its_answer_the_answer_lift():
         "far": row("far", "a puppy class", 40),
     }
     near = {"ask": ["before", "answer"]}
-    tuning = Tuning(context_weight=0, time_boost=0, lift=0.5, lift_top=1, answer_lift=0.85)
+    tuning = Tuning(context_weight=0, time_boost=0, lift=0.5, lift_top=1, answer_lift=0.85, question_discount=0)
     scored = dict(order([["ask", "far"]], rows, near, want("puppy adjusting"), tuning))
     assert scored["answer"] == scored["ask"] * 0.85 and scored["before"] == scored["ask"] * 0.5
+    # with the question discount, the row that asks gives way to its answer
+    discounted = dict(
+        order([["ask", "far"]], rows, near, want("puppy adjusting"), replace(tuning, question_discount=0.2))
+    )
+    assert discounted["ask"] == scored["ask"] * 0.8 and discounted["answer"] == scored["answer"]
     statement = {**rows, "ask": row("ask", "My new puppy is adjusting.", 5)}  # no question: the plain lift
     assert (
         dict(order([["ask", "far"]], statement, near, want("puppy adjusting"), tuning))["answer"] == scored["ask"] * 0.5
@@ -89,7 +95,8 @@ def test_a_best_row_that_asks_gives_its_answer_the_answer_lift():
 
 
 def test_a_lifted_answer_never_pushes_a_strong_direct_hit_out_of_the_top_k():
-    # every row scoring above answer_lift x the best row keeps its place in the top k, whatever the lifts add
+    # every row scoring above answer_lift x the best row (after the question discount) keeps its place in the top
+    # k, whatever the lifts add
     rng = random.Random(53)
     for _ in range(200):
         k = rng.randint(2, 8)
@@ -101,10 +108,9 @@ def test_a_lifted_answer_never_pushes_a_strong_direct_hit_out_of_the_top_k():
         near = {h: [f"a{n}"] for n, h in enumerate(hits)}
         lists = [rng.sample(hits, len(hits)), rng.sample(hits, len(hits))]
         tuning = Tuning(context_weight=0, time_boost=0, lift=0.5, lift_top=5, answer_lift=0.85)
-        plain = dict(
-            order(lists, rows, near, want("pottery"), Tuning(context_weight=0, time_boost=0, lift=0, answer_lift=0))
-        )
-        best = max(plain.values())
+        unlifted = replace(tuning, lift=0, answer_lift=0)  # the direct hits' own scores (rows that ask discounted)
+        plain = dict(order(lists, rows, near, want("pottery"), unlifted))
+        best = max(dict(order(lists, rows, near, want("pottery"), replace(unlifted, question_discount=0))).values())
         strong = [h for h, s in sorted(plain.items(), key=lambda p: -p[1])[:k] if s > 0.85 * best]
         assert set(strong) <= set(ids(order(lists, rows, near, want("pottery"), tuning))[:k])
 
@@ -222,7 +228,8 @@ def test_a_row_only_the_vector_list_found_is_scored_by_its_own_words():
     assert context_ranking(ranked, rows, before, fused)[:2] == ["v", "q"]
     ranking = context_ranking(ranked, rows, before)
     assert ranking[:2] == ["q", "v"] and "x" not in ranking  # x holds no word, nor does a row beside it
-    assert ids(order(ranked, rows, near, asked, Tuning(), known=before))[:2] == ["q", "v"]
+    assert ids(order(ranked, rows, near, asked, Tuning(question_discount=0), known=before))[:2] == ["q", "v"]
+    assert ids(order(ranked, rows, near, asked, Tuning(), known=before))[0] == "v"  # q asks: discounted
 
 
 # Scores rows holding the same question's words among rows holding other words too; prints each row's score exactly.

@@ -7,6 +7,10 @@ A fragment written since 0019 always has `event_said` (the moment its text was s
 time), so the fragments without one are exactly those to annotate, and a second run finds none. The content, its
 embedding and keywords are not touched. Run once after upgrading; batches commit one by one, so the service keeps
 serving meanwhile and an interrupted run resumes where it stopped.
+
+`--stems` (issue 53) writes every fragment's expansion afresh, now ending with the stems its words do not spell
+(text.stems), so a question's "camped" finds a memory stored before the upgrade that says "camping"; only rows whose
+expansion changes are written, so a second run writes none.
 """
 
 from __future__ import annotations
@@ -36,15 +40,26 @@ WHERE f.id = u.id AND f.event_said IS NULL
 """
 
 
+_EVERY = "SELECT id, content, source, created_at FROM agent_memory.fragments WHERE id > $1 ORDER BY id LIMIT $2"
+_EXPANSION = """
+UPDATE agent_memory.fragments f SET expansion = u.expansion
+FROM unnest($1::text[], $2::text[]) AS u(id, expansion)
+WHERE f.id = u.id AND f.event_said IS NOT NULL AND f.expansion IS DISTINCT FROM u.expansion
+"""
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "annotate", help="give fragments stored before migration 0019 their thread, time and expansion"
     )
     parser.add_argument("--batch", type=int, default=1000, help="fragments per transaction (default 1000)")
-    parser.set_defaults(handler=lambda args: asyncio.run(annotate_all(args.batch)))
+    parser.add_argument(
+        "--stems", action="store_true", help="also write every fragment's expansion afresh, with its stems (issue 53)"
+    )
+    parser.set_defaults(handler=lambda args: asyncio.run(annotate_all(args.batch, args.stems)))
 
 
-async def annotate_all(batch: int) -> int:
+async def annotate_all(batch: int, stems: bool = False) -> int:
     if batch < 1:
         sys.stderr.write("memento-admin annotate: --batch must be at least 1\n")
         return 2
@@ -62,7 +77,21 @@ async def annotate_all(batch: int) -> int:
                 columns = [[r["id"] for r in rows]] + [[n[f] for n in noted] for f in ANNOTATION]
                 done += int((await conn.execute(_UPDATE, *columns)).split()[-1])
             after = rows[-1]["id"]
+        after, restemmed = "", 0
+        while stems:
+            async with pool.acquire() as conn, conn.transaction():
+                await set_system(conn)
+                rows = await conn.fetch(_EVERY, after, batch)
+                if not rows:
+                    break
+                expansions = [
+                    annotation_fields(r["content"], r["source"], None, r["created_at"])["expansion"] for r in rows
+                ]
+                restemmed += int((await conn.execute(_EXPANSION, [r["id"] for r in rows], expansions)).split()[-1])
+            after = rows[-1]["id"]
     finally:
         await pool.close()
     sys.stdout.write(f"annotated {done} fragment(s) in {time.monotonic() - started:.1f} s\n")
+    if stems:
+        sys.stdout.write(f"expansion written afresh for {restemmed} fragment(s)\n")
     return 0

@@ -15,6 +15,8 @@ of what the conversation says around each candidate, then a boost for time and a
   when that is more than they have; one that asks a question (its text ends with "?") gives the next row of its
   thread, the answer, `answer_lift` of it (issue 53: "How is the new puppy doing?" is answered by "She's learning
   commands", which shares no word with a question about the puppy).
+- question discount: then a row that asks a question scores `question_discount` less: it points to its answer more
+  than it holds one (a reply such as "Wow! Did you see that band?" echoes the question's words).
 - stems: words are compared by their stems (text.stems; issue 53), so "camped" meets "camping"; `stems` off compares
   the words as written.
 
@@ -62,6 +64,7 @@ class Tuning:
     time_boost: float = 0.6
     decompose: float = 0.0  # the weight of each part's lexical list (parts()); 0: questions are not split
     answer_lift: float = 0.85  # what a best row that asks a question gives the row after it (module docstring)
+    question_discount: float = 0.2  # what a row that asks a question loses of its score
     stems: bool = True  # words compared by their stems (text.stems)
 
     @classmethod
@@ -77,6 +80,7 @@ class Tuning:
             time_boost=settings.recall_time_boost,
             decompose=settings.recall_decompose,
             answer_lift=settings.recall_answer_lift,
+            question_discount=settings.recall_question_discount,
             stems=settings.recall_stems,
         )
 
@@ -240,6 +244,10 @@ def order(
         for near, score in lifted.items():
             if score > scores.get(near, 0.0):
                 scores[near] = score
+    if tuning.question_discount > 0:
+        for i in scores:
+            if asks(rows[i]):
+                scores[i] *= 1 - tuning.question_discount
     return sorted(scores.items(), key=lambda pair: (-pair[1], pair[0]))
 
 
