@@ -27,6 +27,7 @@ FACTS = [
     "Gina lost her job at Door Dash in January 2023",
 ]
 ONLY_IN_FACTS = "dance"  # a word the content does not hold
+IN_FACTS_BY_STEM = "dancing"  # the same word in another form: found through the facts' stems (issue 53)
 AMENDED = "Gina: the studio moved to the riverside warehouse in March."
 AMENDED_FACTS = ["Gina's studio moved to a riverside warehouse in March"]
 
@@ -90,12 +91,18 @@ async def test_facts_from_openai_are_written_and_found_by_recall(servers, memory
     with openai_chat(answer_with(FACTS)) as server:
         frag_id = await remember(memory_api, tenant)
         assert frag_id not in await recalled(memory_api, tenant, ONLY_IN_FACTS), "no fact yet: nothing holds the word"
+        assert frag_id not in await recalled(memory_api, tenant, IN_FACTS_BY_STEM)
         async with evaluator(servers, server, "openai") as rt:
             await evaluate_fragment(event(frag_id), rt)
             await evaluate_fragment(event(frag_id), rt)  # a re-delivered event: judged, facts present, no call
     row = await row_of(owner_pool, frag_id)
     assert row["facts"] == "\n".join(FACTS) and row["quality_score"] is not None and row["judged"]
     assert frag_id in await recalled(memory_api, tenant, ONLY_IN_FACTS)
+    assert frag_id in await recalled(memory_api, tenant, IN_FACTS_BY_STEM)  # "dancing" meets the fact's "dance"
+    expansion = (
+        await owner_pool.fetchval("SELECT expansion FROM agent_memory.fragments WHERE id = $1", frag_id)
+    ).split()
+    assert "danc" in expansion and "gina" in expansion  # the facts' stems after the write's own expansion
     [request] = server.requests
     system, user = request.body["messages"]
     assert request.body["model"] == "test-model" and request.headers["authorization"] == "Bearer sk-loopback"

@@ -15,12 +15,14 @@ from memento_shared.db.rls import system_transaction
 from memento_shared.llm import LLM, from_settings
 from memento_shared.settings import Settings
 from memento_shared.text import facts as text_facts
+from memento_shared.text.annotate import with_fact_stems
 from memento_shared.worker import ProviderLimiter, Runtime
 
 log = logging.getLogger(__name__)
 
-# no updated_at bump: the facts are derived, and the evaluation (verified_at >= updated_at) must stay current
-_WRITE_SQL = "UPDATE agent_memory.fragments SET facts = $2 WHERE id = $1 AND content_hash = $3"
+# no updated_at bump: the facts are derived, and the evaluation (verified_at >= updated_at) must stay current. The
+# expansion gains the facts' stems (text.annotate.with_fact_stems), so the full-text index finds them by a stem too
+_WRITE_SQL = "UPDATE agent_memory.fragments SET facts = $2, expansion = $4 WHERE id = $1 AND content_hash = $3"
 
 
 class FactDrawer:
@@ -60,8 +62,10 @@ async def draw_and_write(rt: Runtime, row: Any) -> str:
         if not found:
             outcome = "failed" if found is None else "none"
         else:
+            joined = text_facts.joined(found)
+            expansion = with_fact_stems(row["expansion"], joined)
             async with rt.pool.acquire() as conn, system_transaction(conn):
-                status = await conn.execute(_WRITE_SQL, row["id"], text_facts.joined(found), row["content_hash"])
+                status = await conn.execute(_WRITE_SQL, row["id"], joined, row["content_hash"], expansion)
             outcome = "stale" if status == "UPDATE 0" else "written"
     except Exception as exc:  # never the evaluation's failure; the type only (an SDK's message may quote the text)
         log.warning("facts.failed", extra={"worker": rt.name, "error_type": type(exc).__name__})

@@ -30,7 +30,7 @@ from memento_shared.text.entities import extract, question_names, split_header
 from memento_shared.text.keywords import STOPWORDS
 from memento_shared.text.stems import new_stems
 
-__all__ = ["Annotation", "annotate", "query_expansion", "spell"]
+__all__ = ["Annotation", "annotate", "query_expansion", "spell", "with_fact_stems"]
 
 MAX_EXPANSION_WORDS = 40
 MAX_STEMS = 80
@@ -213,6 +213,15 @@ def annotate(
 def _with_stems(expansion: str, content: str) -> str:
     listed = set(expansion.split())
     return " ".join([expansion, *(s for s in content_stems(content) if s not in listed)]).strip()
+
+
+def with_fact_stems(expansion: str | None, facts: str | None) -> str | None:
+    """`expansion` and then the stems of `facts`' words (an LLM's facts, fragments.facts) that neither the facts'
+    words nor the expansion already spell: the full-text index finds a fact's "camping" by a question's "camped" as
+    it finds the content's (issue 53)."""
+    listed = set((expansion or "").split())
+    extra = [s for s in content_stems(facts or "") if s not in listed]
+    return " ".join([expansion or "", *extra]).strip() or None
 
 
 def content_stems(content: str) -> list[str]:

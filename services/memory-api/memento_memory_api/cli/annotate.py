@@ -9,8 +9,8 @@ embedding and keywords are not touched. Run once after upgrading; batches commit
 serving meanwhile and an interrupted run resumes where it stopped.
 
 `--stems` (issue 53) writes every fragment's expansion afresh, now ending with the stems its words do not spell
-(text.stems), so a question's "camped" finds a memory stored before the upgrade that says "camping"; only rows whose
-expansion changes are written, so a second run writes none.
+(text.stems), and the stems of its LLM facts, so a question's "camped" finds a memory stored before the upgrade that
+says "camping"; only rows whose expansion changes are written, so a second run writes none.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ WHERE f.id = u.id AND f.event_said IS NULL
 """
 
 
-_EVERY = "SELECT id, content, source, created_at FROM agent_memory.fragments WHERE id > $1 ORDER BY id LIMIT $2"
+_EVERY = "SELECT id, content, source, created_at, facts FROM agent_memory.fragments WHERE id > $1 ORDER BY id LIMIT $2"
 _EXPANSION = """
 UPDATE agent_memory.fragments f SET expansion = u.expansion
 FROM unnest($1::text[], $2::text[]) AS u(id, expansion)
