@@ -96,6 +96,11 @@ class Settings(BaseSettings):
     recall_stems: bool = Field(True, alias="RECALL_STEMS")
     recall_answer_lift: float = Field(0.85, alias="RECALL_ANSWER_LIFT", ge=0, lt=1)
     recall_question_discount: float = Field(0.2, alias="RECALL_QUESTION_DISCOUNT", ge=0, lt=1)
+    # the weight of the rounds list (recall/rounds.py: the vector hits and the rows beside them, by their round's
+    # vector); 0: no rounds read
+    recall_rounds: float = Field(1.0, alias="RECALL_ROUNDS", ge=0, le=4)
+    # rows whose context score is under this share of the best one's are left out of the context list
+    recall_context_floor: float = Field(0.2, alias="RECALL_CONTEXT_FLOOR", ge=0, lt=1)
 
     # --- PostgreSQL: DATABASE_URL, else POSTGRES_* over DB_* ---
     database_url_env: str | None = Field(None, alias="DATABASE_URL")

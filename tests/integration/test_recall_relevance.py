@@ -61,8 +61,9 @@ async def test_a_reply_is_found_by_the_question_asked_before_it(memory_api, tena
         await remember(memory_api, tenant, f"Caroline {SAID}: {text}", f"D5:{n + 1}")  # another session
 
     found = await recall(memory_api, tenant, "What did Caroline make at the pottery workshop?")
-    assert found[0] == asked  # the turn that holds the words stays first
-    assert reply in found[:3]  # the reply, which holds none of "pottery workshop", joins beside it
+    # the reply, which holds none of "pottery workshop", joins beside the turn that holds them; that turn asks a
+    # question, so its answer comes first (issue 53: the answer lift and the question discount)
+    assert found[:2] == [reply, asked]
 
 
 async def test_a_when_question_prefers_the_memory_that_names_a_time(settings, tenant):

@@ -115,6 +115,19 @@ def test_a_lifted_answer_never_pushes_a_strong_direct_hit_out_of_the_top_k():
         assert set(strong) <= set(ids(order(lists, rows, near, want("pottery"), tuning))[:k])
 
 
+def test_the_context_list_leaves_out_rows_far_under_its_best():
+    # in a small store, rows holding only a word nearly every row holds (the speaker's name) took the context list's
+    # next ranks, and RRF fuses ranks: they passed a direct hit once it was discounted for asking
+    rows = {
+        "hit": row("hit", "Caroline: the pottery workshop", 1),
+        **{f"c{n}": row(f"c{n}", f"Caroline: the weather {n}", 10 + n) for n in range(4)},
+    }
+    lists = [["hit", "c0", "c1", "c2", "c3"]]
+    known = context(lists, rows, {}, want("Caroline pottery workshop").terms, 0.5)
+    assert context_ranking(lists, rows, known, floor=0.2) == ["hit"]
+    assert context_ranking(lists, rows, known)[0] == "hit" and len(context_ranking(lists, rows, known)) == 5
+
+
 def test_the_rows_the_lift_starts_from_are_the_best_by_score_then_id():
     rng = random.Random(28)
     for size in (1, 3, 5, 6, 40):

@@ -21,7 +21,7 @@ from opentelemetry import trace
 
 from memento_memory_api.context import ToolContext
 from memento_memory_api.embedding_client import EmbeddingUnavailable
-from memento_memory_api.recall import l1, lexical, relevance, vector
+from memento_memory_api.recall import l1, lexical, relevance, rounds, vector
 from memento_memory_api.recall.fusion import rrf
 from memento_memory_api.recall.question import question
 from memento_memory_api.repositories import fragments as repo
@@ -66,6 +66,8 @@ class Found:
     order: list[tuple[str, float]] | None = None  # a search by text's relevance order (recall.relevance)
     context_weight: float = 0.0  # the weight of the context list `order` fused beside `ranked`
     part_lists: list[list[str]] = field(default_factory=list)  # the lexical list of each part of a multi-part question
+    rounds: list[str] = field(default_factory=list)  # the rounds list (recall.rounds), fused at `rounds_weight`
+    rounds_weight: float = 0.0
 
     def fused(self) -> list[tuple[str, float]]:
         """(id, score) best first: a search by text's relevance order, else the ranked lists fused by RRF; rows no
@@ -77,7 +79,7 @@ class Found:
 
     def best_score(self) -> float:
         """The fused score of a row ranked first in every list: what `fused` scores are fractions of."""
-        return (len(self.ranked) + self.context_weight) / (RRF_K + 1)
+        return (len(self.ranked) + self.context_weight + self.rounds_weight) / (RRF_K + 1)
 
 
 @asynccontextmanager
@@ -261,12 +263,29 @@ async def _by_text(
             found.tiers.setdefault(row["id"], "L3")
             found.similarity[row["id"]] = float(row["similarity"])
         found.ranked.append([r["id"] for r in hits])
+        if want is not None and tuning.rounds > 0:
+            await _rounds(ctx, query, conn, agents, hits, query_vector, found, near)
     elif strategy is not None:
         await vector.release(conn, strategy)
     if want is not None:
         found.ranked.append(lexical_ids)
         _arrange(found, want, tuning, near, known)
     SEARCH_LATENCY.labels("hybrid" if query_vector is not None else "lexical").observe(time.perf_counter() - started)
+
+
+async def _rounds(
+    ctx: ToolContext, query: Query, conn: Any, agents: list[str] | None, hits: list[Any], query_vector: Any,
+    found: Found, near: Near,
+) -> None:  # fmt: skip
+    """The rounds list (recall.rounds): the vector hits and the rows beside them, by their round's vector; the rows
+    it brings join the neighbours read, to join the answer if the order scores them."""
+    ranked, rows = await rounds.read(
+        conn, ctx.scope, agents, ctx.profile.id, ctx.profile.dimension, hits, query_vector, _filters(query)
+    )
+    found.rounds = ranked
+    for i, row in rows.items():
+        if i not in found.rows:
+            near[1].setdefault(i, row)
 
 
 def _with_expansion(text: str) -> str:
@@ -287,12 +306,13 @@ def _arrange(
     the rows and the neighbours read, then time and lifts apply; the neighbours it scored join the rows."""
     neighbours, near_rows = near
     rows = near_rows | found.rows  # a row a list found keeps its own record
-    found.order = relevance.order(found.ranked, rows, neighbours, want, tuning, found.part_lists, known)
+    found.order = relevance.order(found.ranked, rows, neighbours, want, tuning, found.part_lists, known, found.rounds)
     for i, _ in found.order:  # the neighbours the context or a lift scored join the answer's rows; the others are none
         if i not in found.rows:
             found.rows[i] = rows[i]
             found.tiers[i] = "L3"
     found.context_weight = tuning.context_weight if want.terms else 0.0
+    found.rounds_weight = tuning.rounds if found.rounds else 0.0
 
 
 async def _fetch_missing(conn: Any, query: Query, ids: list[str], found: Found) -> None:

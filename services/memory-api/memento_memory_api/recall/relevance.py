@@ -15,6 +15,8 @@ of what the conversation says around each candidate, then a boost for time and a
   when that is more than they have; one that asks a question (its text ends with "?") gives the next row of its
   thread, the answer, `answer_lift` of it (issue 53: "How is the new puppy doing?" is answered by "She's learning
   commands", which shares no word with a question about the puppy).
+- context floor: a row whose context score is under `context_floor` x the best one's is left out of the context list
+  (issue 53: in a small store, a row holding only the speaker's name took a high rank of the list).
 - question discount: then a row that asks a question scores `question_discount` less: it points to its answer more
   than it holds one (a reply such as "Wow! Did you see that band?" echoes the question's words).
 - stems: words are compared by their stems (text.stems; issue 53), so "camped" meets "camping"; `stems` off compares
@@ -65,6 +67,8 @@ class Tuning:
     decompose: float = 0.0  # the weight of each part's lexical list (parts()); 0: questions are not split
     answer_lift: float = 0.85  # what a best row that asks a question gives the row after it (module docstring)
     question_discount: float = 0.2  # what a row that asks a question loses of its score
+    rounds: float = 1.0  # the weight of the rounds list (recall.rounds); 0: none read
+    context_floor: float = 0.2  # rows scoring under this share of the best are left out of the context list
     stems: bool = True  # words compared by their stems (text.stems)
 
     @classmethod
@@ -81,6 +85,8 @@ class Tuning:
             decompose=settings.recall_decompose,
             answer_lift=settings.recall_answer_lift,
             question_discount=settings.recall_question_discount,
+            rounds=settings.recall_rounds,
+            context_floor=settings.recall_context_floor,
             stems=settings.recall_stems,
         )
 
@@ -213,20 +219,25 @@ def order(
     tuning: Tuning,
     part_lists: Sequence[Sequence[str]] = (),
     known: Context | None = None,
+    rounds: Sequence[str] = (),
 ) -> list[tuple[str, float]]:
     """(id, score) best first over the ranked lists' rows and the neighbours read for them (`neighbours`: id -> its
     neighbours' ids, nearest first on either side; every id in `rows`); `part_lists`, the lexical lists of a
     multi-part question's parts, weigh `decompose` each; `known`, the context of the rows known before the vector list
-    (the listed rows the context did not see are scored by their own words), else one made here of every list."""
+    (the listed rows the context did not see are scored by their own words), else one made here of every list;
+    `rounds`, the rounds list (recall.rounds), weighs `tuning.rounds`."""
     lists = [[i for i in r if i in rows] for r in ranked]
     weights = [1.0] * len(lists)
     for part in part_lists:
         lists.append([i for i in part if i in rows])
         weights.append(tuning.decompose)
+    if rounds and tuning.rounds > 0:
+        lists.append([i for i in rounds if i in rows])
+        weights.append(tuning.rounds)
     scores = rrf_scores(lists, k=tuning.k, weights=weights)
     if tuning.context_weight > 0 and want.terms:  # the context list fused beside the others
         known = known or context(lists, rows, neighbours, want.terms, tuning.neighbour_share, tuning.stems)
-        ranking = context_ranking(lists, rows, known, scores)
+        ranking = context_ranking(lists, rows, known, scores, tuning.context_floor)
         for rank, i in enumerate(ranking, start=1):
             scores[i] = scores.get(i, 0.0) + tuning.context_weight / (tuning.k + rank)
     if tuning.time_boost > 0 and (want.when or want.periods):
@@ -267,15 +278,24 @@ def _best(scores: dict[str, float], n: int) -> list[tuple[str, float]]:
 
 
 def context_ranking(
-    lists: Sequence[Sequence[str]], rows: dict[str, Any], known: Context, fused: dict[str, float] | None = None
+    lists: Sequence[Sequence[str]],
+    rows: dict[str, Any],
+    known: Context,
+    fused: dict[str, float] | None = None,
+    floor: float = 0.0,
 ) -> list[str]:
     """The context list: `known`'s rows and the listed rows it did not see (by their own words); equal scores keep the
-    order the lists' `fused` scores give them (then neighbours no list found, by id)."""
+    order the lists' `fused` scores give them (then neighbours no list found, by id). Rows scoring under `floor` x
+    the best score are left out: in a small store a row holding only a word nearly every row holds (the speaker's
+    name) would otherwise take a high rank of the list, the ranks and not the scores being fused."""
     scores = dict(known.scores)
     for i in (i for r in lists for i in r if i not in known.seen):
         score = known.own(rows[i])
         if score:
             scores[i] = score
+    if floor > 0 and scores:
+        cut = floor * max(scores.values())
+        scores = {i: score for i, score in scores.items() if score >= cut}
     fused = fused or {}
     return sorted(scores, key=lambda i: (-scores[i], -fused.get(i, 0.0), i))
 
@@ -303,14 +323,12 @@ def _nearest(hit: str, rows: dict[str, Any], neighbours: dict[str, list[str]]) -
 _OPTIONAL = ("agents", "topic", "type", "tags", "narrow")  # a search's optional filters; given ones' parameters: $7...
 
 
-@lru_cache(maxsize=128)
-def neighbours_sql(given: frozenset[str], superseded: bool) -> str:
-    """The neighbour statement with only the filters a search gives. Written as `($n IS NULL OR ...)` it was planned
-    afresh on every call (a custom plan folds the absent filters away, so the server never settled on the generic
-    one) and planning was half its time: 12 candidates 0.85 ms a call, with the absent filters left out 0.39."""
-    conditions = []
+def filter_conditions(given: frozenset[str], first: int) -> list[str]:
+    """SQL conditions on fragments `f` for the optional filters `given`, in _OPTIONAL's order, their parameters
+    numbered from `first`."""
+    conditions: list[str] = []
     for name in (n for n in _OPTIONAL if n in given):
-        p = f"${7 + len(conditions)}"
+        p = f"${first + len(conditions)}"
         conditions.append(
             {
                 "agents": f"f.agent_id = ANY({p}::text[])",
@@ -320,6 +338,15 @@ def neighbours_sql(given: frozenset[str], superseded: bool) -> str:
                 "narrow": repo.narrowed("f", p),
             }[name]
         )
+    return conditions
+
+
+@lru_cache(maxsize=128)
+def neighbours_sql(given: frozenset[str], superseded: bool) -> str:
+    """The neighbour statement with only the filters a search gives. Written as `($n IS NULL OR ...)` it was planned
+    afresh on every call (a custom plan folds the absent filters away, so the server never settled on the generic
+    one) and planning was half its time: 12 candidates 0.85 ms a call, with the absent filters left out 0.39."""
+    conditions = filter_conditions(given, 7)
     where = " AND ".join([*conditions, repo.live("f", "true" if superseded else "false")])
     return f"""
 SELECT c.cid AS near_of, n.* FROM unnest($1::text[], $2::text[], $3::bigint[]) AS c(cid, thread, seq)
