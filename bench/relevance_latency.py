@@ -22,6 +22,11 @@ compared the same way after the LoCoMo questions.
 
     python -m bench.relevance_latency --conversations 1 --bulk 1000000 --corpus-queries 100 --data-dir DIR
 
+With `--workspace W` the conversation is stored and asked in workspace W instead of its own: a store `bench.run --n
+1000000 --data-dir DIR` left (workspace "bench") serves as the million without loading another.
+
+    python -m bench.relevance_latency --conversations 1 --bulk 1000000 --workspace bench --data-dir DIR
+
 With `--control`, the shipped app runs plain's settings too (bench.ab): the difference it prints is what the method
 reads when the two apps differ in nothing, the run's own noise beside which a shipped − plain difference is read.
 
@@ -80,12 +85,17 @@ async def counts(owner_url: str, workspace: str) -> tuple[int, int]:
         await conn.close()
 
 
-async def store_all(system: System, data: list[dict], bulk: int = 0) -> dict:
+def workspace_of(sample: dict, named: str | None = None) -> str:
+    """Where a conversation is stored and asked: `named` (--workspace), else its own workspace."""
+    return named or "locomo-" + sample["sample_id"]
+
+
+async def store_all(system: System, data: list[dict], bulk: int = 0, named: str | None = None) -> dict:
     """Each conversation stored through the gateway (skipped when a kept data dir already holds it), embedded; with
     `bulk`, after that many fragments were bulk-loaded into its workspace."""
     owner, out = system.owner_url(), {}
     for sample in data:
-        workspace = "locomo-" + sample["sample_id"]
+        workspace = workspace_of(sample, named)
         items = turns(sample["conversation"])
         if bulk:  # a kept data dir's rows are reused (bench.load)
             started = time.perf_counter()
@@ -190,12 +200,14 @@ async def main_async(args: argparse.Namespace) -> dict:
     if not args.data_dir:
         args.data_dir = tempfile.mkdtemp(prefix="memento-relevance-latency-")
     data = json.loads(args.data.read_text())[: args.conversations]
-    asked = [("locomo-" + s["sample_id"], q) for s in data for q in questions(s)]
-    sample_questions = {"locomo-" + s["sample_id"]: questions(s)[: args.sanity] for s in data}
+    if args.workspace and len(data) > 1:
+        raise SystemExit("bench: --workspace holds one conversation (--conversations 1)")
+    asked = [(workspace_of(s, args.workspace), q) for s in data for q in questions(s)]
+    sample_questions = {workspace_of(s, args.workspace): questions(s)[: args.sanity] for s in data}
     system = System(args)
     system.start()
     try:
-        stored = await store_all(system, data, args.bulk)
+        stored = await store_all(system, data, args.bulk, args.workspace)
         owner = system.owner_url()
         before = await store_facts(owner, list(stored))
         pinned = pin(system) if args.pin else None
@@ -293,6 +305,11 @@ def main() -> None:
     parser.add_argument("--sanity", type=int, default=3, help="questions per conversation checked against the gateway")
     parser.add_argument("--no-plain-check", action="store_true", help="skip the restart that checks plain's ids")
     parser.add_argument("--bulk", type=int, default=0, help="fragments bulk-loaded beside each conversation first")
+    parser.add_argument(
+        "--workspace",
+        help="store and ask the conversation in this workspace (another bench's kept store: bench.run --n 1000000"
+        " loads workspace 'bench', so --workspace bench --bulk 1000000 reuses it)",
+    )
     parser.add_argument(
         "--corpus-queries", type=int, default=0, help="also N of bench.corpus's questions per workspace, alternating"
     )
