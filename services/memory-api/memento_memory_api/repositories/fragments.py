@@ -343,15 +343,16 @@ async def touch(conn: asyncpg.Connection, counts: dict[str, int], half_life_days
     await conn.execute(
         "SELECT 1 FROM agent_memory.fragments WHERE id = ANY($1::text[]) ORDER BY id FOR NO KEY UPDATE", ids
     )
-    await conn.execute(
-        "UPDATE agent_memory.fragments f SET access_count = f.access_count + c.n, accessed_at = now(),"
-        " utility_score = CASE WHEN f.is_anchor THEN f.utility_score ELSE agent_memory.utility_score("
-        "f.quality_score, f.importance, f.access_count + c.n, now(), $3) END"
-        " FROM unnest($1::text[], $2::int[]) AS c(id, n) WHERE f.id = c.id",
-        ids,
-        [counts[i] for i in ids],
-        half_life_days,
-    )
+    await conn.execute(TOUCH_SQL, ids, [counts[i] for i in ids], half_life_days)
+
+
+# no indexed column changes (tests/integration/test_index_upkeep.py): Postgres rewrites the row in place
+TOUCH_SQL = (
+    "UPDATE agent_memory.fragments f SET access_count = f.access_count + c.n, accessed_at = now(),"
+    " utility_score = CASE WHEN f.is_anchor THEN f.utility_score ELSE agent_memory.utility_score("
+    "f.quality_score, f.importance, f.access_count + c.n, now(), $3) END"
+    " FROM unnest($1::text[], $2::int[]) AS c(id, n) WHERE f.id = c.id"
+)
 
 
 async def get(conn: asyncpg.Connection, fragment_id: str, *, for_update: bool = False) -> asyncpg.Record | None:
