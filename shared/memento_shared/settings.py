@@ -68,6 +68,9 @@ class Settings(BaseSettings):
     document_lexical_coverage_power: float = Field(2.0, alias="DOCUMENT_LEXICAL_COVERAGE_POWER", ge=0, le=8)
     document_neighbour_lift: float = Field(0.0, alias="DOCUMENT_NEIGHBOUR_LIFT", ge=0, lt=1)  # off: the folds chose 0
     document_neighbour_top: int = Field(5, alias="DOCUMENT_NEIGHBOUR_TOP", ge=0, le=50)
+    # a canonical chunk ranks above a note saying the same thing among the top results: they share this share of the
+    # larger one's distinct words (0: off)
+    document_canonical_same_words: float = Field(0.7, alias="DOCUMENT_CANONICAL_SAME_WORDS", ge=0, le=1)
     # store_memory embeds on the request path: how long it waits for the vector before storing without it
     inline_embedding_timeout_s: float = Field(1.0, alias="INLINE_EMBEDDING_TIMEOUT_SECONDS", ge=0, le=30)
     # store_memory's `similar` cut-off (cosine) for an embedding profile not calibrated in recall/similar.py

@@ -10,6 +10,7 @@ import pytest
 
 from tests.e2e.test_protocol_dialect import call, client_for
 from tests.integration.test_documents_canonical import SPEC
+from tests.integration.test_documents_canonical_preference import TOKENS, TOKENS_NOTE
 
 pytestmark = pytest.mark.e2e
 
@@ -86,3 +87,18 @@ async def test_a_paraphrase_finds_the_section_once_the_chunks_are_embedded(syste
         bundle, _ = await call(client, "memory.restore", {"goal": "failover"})
         again, _ = await call(client, "memory.restore", {"goal": "failover"})
         assert bundle["bundle"] == again["bundle"] and "pg_ctl promote" in bundle["bundle"]
+
+
+async def test_a_canonical_document_ranks_above_a_note_saying_the_same_thing(system):
+    """Seed 001 "Boosting Canonical Documents": the spec first, though the note says it more often (its BM25 is
+    higher, and with the tuned weights the seed's boost alone leaves it first: test_documents_canonical_preference)."""
+    async with client_for(system, f"docs-canonical-{time.time_ns()}", "documents") as client:
+        spec = {"canonicalKey": "app", "docClass": "app_spec", "title": "App", "contentMarkdown": TOKENS,
+                "idempotencyKey": str(uuid.uuid4())}  # fmt: skip
+        await call(client, "canonical.upsert", spec)
+        note = {"kind": "note", "title": "Tokens", "content": TOKENS_NOTE}
+        await call(client, "memory.commit", {"idempotencyKey": str(uuid.uuid4()), "entries": [note]})
+        found, _ = await call(client, "memory.search", {"query": "how often are access tokens refreshed"})
+        top = [(r["title"], r["isCanonical"]) for r in found["results"][:2]]
+        assert top == [("App", True), ("Tokens", False)]
+        assert found["results"][0]["score"] >= found["results"][1]["score"]

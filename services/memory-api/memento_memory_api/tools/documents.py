@@ -9,9 +9,11 @@ import asyncio
 import hashlib
 import json
 import math
+import re
 import secrets
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,7 +29,7 @@ from memento_memory_api.uow import UnitOfWork
 from memento_shared.errors import ErrorCode, MementoError, not_found, unavailable
 from memento_shared.telemetry.metrics import SEARCH_LATENCY
 from memento_shared.text.chunking import chunk_markdown, outline
-from memento_shared.text.keywords import normalise_keywords
+from memento_shared.text.keywords import STOPWORDS, normalise_keywords
 from memento_shared.text.redaction import redact_pii
 from memento_shared.tools.documents import (
     CommitArgs,
@@ -347,7 +349,8 @@ class Weights:
     much the lexical list's weight follows its coverage (the share of the query's weight, its terms' summed idf,
     that its best chunk holds, raised to `coverage_power`; 0 leaves the weight fixed, as the seed does), and the
     neighbour lift (`lift`: each of the `lift_top` best chunks gives the chunks beside it that share of its score;
-    0 is off)."""
+    0 is off), and the canonical preference (`same`: the share of their words two chunks must share to say the same
+    thing, `prefer_canonical`; 0 is off, as in the seed's formula)."""
 
     k: float
     lexical: float
@@ -357,6 +360,7 @@ class Weights:
     coverage_power: float
     lift: float = 0.0
     lift_top: int = 5
+    same: float = 0.0
 
     @classmethod
     def of(cls, settings: Any) -> Weights:
@@ -369,6 +373,7 @@ class Weights:
             coverage_power=settings.document_lexical_coverage_power,
             lift=settings.document_neighbour_lift,
             lift_top=settings.document_neighbour_top,
+            same=settings.document_canonical_same_words,
         )
 
 
@@ -412,6 +417,42 @@ def lift(fused: list[tuple[Any, float]], present, weights: Weights) -> list[tupl
             if near in present and score * weights.lift > scores.get(near, 0.0):
                 scores[near] = score * weights.lift
     return sorted(scores.items(), key=lambda pair: (-pair[1], pair[0]))
+
+
+PREFER_WINDOW = 20  # the results the canonical preference reads: memory.search's default limit, for every limit
+_WORD = re.compile(r"[0-9A-Za-z가-힣_]+")  # the lexical list's words (recall.lexical.terms, uncapped)
+
+
+def distinct_words(text: str) -> frozenset[str]:
+    """A chunk's distinct meaningful words: how often it says them does not count."""
+    return frozenset(w for w in _WORD.findall(text.lower()) if len(w) > 1 and w not in STOPWORDS)
+
+
+def prefer_canonical(
+    ranked: list[tuple[Any, float]], canonical: dict, words_of: Callable[[Any], frozenset[str]], same: float
+) -> list[tuple[Any, float]]:
+    """Seed 001's canonical preference where its boost is too small to hold it: a canonical chunk among the first
+    PREFER_WINDOW results ranks above every non-canonical chunk there that says the same thing, i.e. the two share
+    `same` or more of the distinct words of the larger of them (a note repeating a spec, however often it says it;
+    not a short note whose few words a long section happens to hold), and takes the best such chunk's score. Every
+    other chunk keeps the fused order, so the weights chosen on the labelled set rank it as before. `same` 0 is off."""
+    if same <= 0:
+        return ranked
+    top = ranked[:PREFER_WINDOW]
+    raised: dict[Any, float] = {}
+    for n, (key, _) in enumerate(top):
+        if not canonical.get(key):
+            continue
+        mine = words_of(key)
+        for other, score in top[:n]:
+            theirs = words_of(other)
+            if not canonical.get(other) and theirs and len(theirs & mine) >= same * max(len(theirs), len(mine)):
+                raised[key] = score  # the best one above it: the list is best first
+                break
+    if not raised:
+        return ranked
+    scores = [(key, raised.get(key, score)) for key, score in ranked]
+    return sorted(scores, key=lambda pair: (-pair[1], pair[0] not in raised, pair[0]))
 
 
 @handles("memory.search")
@@ -475,7 +516,15 @@ async def memory_search(ctx: ToolContext, args: SearchArgs) -> dict[str, Any]:
                 rows.update(await docs.chunk_rows(conn, unread))
     finally:
         embedding.cancel()  # done by now, unless the store failed first (no connection, a list's error)
-    scores = dict(lift(fused, rows, weights))
+    canonical = {key: row["is_canonical"] for key, row in rows.items()}
+    texts: dict[Any, frozenset[str]] = {}
+
+    def words_of(key: Any) -> frozenset[str]:
+        if key not in texts:
+            texts[key] = distinct_words(rows[key]["text"])
+        return texts[key]
+
+    scores = dict(prefer_canonical(lift(fused, rows, weights), canonical, words_of, weights.same))
     SEARCH_LATENCY.labels("hybrid").observe(time.perf_counter() - started)
     ranked = list(scores)[: args.limit]
     return {
