@@ -254,41 +254,50 @@ def _own_sections(content: str) -> list[tuple[Any, str]]:
     return out
 
 
-@handles("canonical.context_pack")
-async def canonical_context_pack(ctx: ToolContext, args: ContextPackArgs) -> dict[str, Any]:
-    _, found = await _document(ctx, args.canonicalKey, None)
-    sections = [(s, text) for s, text in _own_sections(found["content"]) if text.strip()]
-    scores = _relevance(_terms(args.goal), [text for _, text in sections])
+def _pack(content: str, goal: set[str], max_chars: int) -> tuple[list[tuple[Any, str]], int]:
+    """The document's sections most relevant to the goal's words, in document order, within `max_chars` (sections
+    joined by a blank line); with the characters they take."""
+    sections = [(s, text) for s, text in _own_sections(content) if text.strip()]
+    scores = _relevance(goal, [text for _, text in sections])
     ranked = sorted(range(len(sections)), key=lambda i: (-scores[i], sections[i][0].start))
     chosen, used = set(), 0
     for i in ranked:
         size = len(sections[i][1]) + (2 if chosen else 0)  # the blank line that joins it to the others
-        if scores[i] <= 0 or used + size > args.maxChars:
+        if scores[i] <= 0 or used + size > max_chars:
             continue
         chosen.add(i)
         used += size
-    packed = [
-        {"anchor": s.anchor, "headingPath": list(s.heading_path), "title": s.title, "contentMarkdown": text}
-        for i, (s, text) in enumerate(sections)
-        if i in chosen
-    ]
+    return [section for i, section in enumerate(sections) if i in chosen], used
+
+
+@handles("canonical.context_pack")
+async def canonical_context_pack(ctx: ToolContext, args: ContextPackArgs) -> dict[str, Any]:
+    _, found = await _document(ctx, args.canonicalKey, None)
+    packed, used = _pack(found["content"], _terms(args.goal), args.maxChars)
     return {
         "canonicalKey": args.canonicalKey,
         "versionNum": found["version_num"],
-        "sections": packed,
+        "sections": [
+            {"anchor": s.anchor, "headingPath": list(s.heading_path), "title": s.title, "contentMarkdown": text}
+            for s, text in packed
+        ],
         "totalChars": used,
     }
 
 
 TROUBLESHOOTING_DAYS, TROUBLESHOOTING_LIMIT = 30, 5  # seed 001 Part 8's restore defaults
+PACK_CHARS = 8000  # a goal's canonical document in a restore bundle: its sections, as canonical.context_pack's default
+CUT = "\n[…cut to fit maxChars]\n"
 
 
 @handles("memory.restore")
 async def memory_restore(ctx: ToolContext, args: RestoreArgs) -> dict[str, Any]:
     """A bundle that is the same, byte for byte, for the same store and arguments: pinned canonical documents (by
     key), the latest snapshot (the newest note), troubleshooting of the last 30 days (newest 5), then the items most
-    relevant to the goal; each in a fixed order, within maxItems and maxChars (a last block that does not fit is cut
-    to the room left, and marked so)."""
+    relevant to the goal: canonical documents first, each as the sections that answer the goal (canonical.context_pack
+    within PACK_CHARS and the room left, so a long document's answer is never cut away behind its opening), then the
+    others whole. Each group in a fixed order, within maxItems and maxChars (a last whole block that does not fit is
+    cut to the room left, and marked so)."""
     async with ctx.uow(ctx.scope) as uow:
         rows = await docs.latest_items(uow.conn, ctx.scope, args.kinds, 1000)
         now = await uow.conn.fetchval("SELECT now()")
@@ -308,33 +317,34 @@ async def memory_restore(ctx: ToolContext, args: RestoreArgs) -> dict[str, Any]:
             r for r in rows if r["kind"] == "troubleshooting" and (now - r["updated_at"]).days < TROUBLESHOOTING_DAYS
         ]
         take(recent[:TROUBLESHOOTING_LIMIT], "recent_troubleshooting")
-    if args.goal:
-        scores = _relevance(_terms(args.goal), [f"{r['title']}\n{r['content']}" for r in rows])
+    goal = _terms(args.goal) if args.goal else set()
+    if goal:
+        scores = _relevance(goal, [f"{r['title']}\n{r['content']}" for r in rows])
         relevant = sorted((i for i in range(len(rows)) if scores[i] > 0), key=lambda i: (-scores[i], rows[i]["id"]))
-        take([rows[i] for i in relevant], "goal")
+        take([rows[i] for i in relevant if rows[i]["is_canonical"] and args.includeCanonical], "canonical")
+        take([rows[i] for i in relevant if not rows[i]["is_canonical"]], "goal")
     head = "# Restored context\n"
     bundle, items = head, []
     for row, reason in picked[: args.maxItems]:
-        tag = f"<!-- {row['id']} v{row['version_num']} {row['kind']} -->"
-        block = f"\n---\n\n## {row['title']}\n{tag}\n\n{row['content']}\n"
         room = args.maxChars - len(bundle)
         if room <= 0:
             break
-        if len(block) > room:
-            marker = "\n[…cut to fit maxChars]\n"
-            if room <= len(marker) + 40:
-                break
-            block = block[: room - len(marker)] + marker
+        frame = f"\n---\n\n## {row['title']}\n<!-- {row['id']} v{row['version_num']} {row['kind']} -->\n\n"
+        item = {"itemId": row["id"], "kind": row["kind"], "title": row["title"], "versionNum": row["version_num"]}
+        if reason == "canonical":
+            packed, _ = _pack(row["content"], goal, min(PACK_CHARS, room - len(frame) - 1))
+            if not packed:
+                continue  # no section of it fits the room left
+            block = frame + "\n\n".join(text for _, text in packed) + "\n"
+            item["sectionAnchors"] = [section.anchor for section, _ in packed]
+        else:
+            block = f"{frame}{row['content']}\n"
+            if len(block) > room:
+                if room <= len(CUT) + 40:
+                    break
+                block = block[: room - len(CUT)] + CUT
         bundle += block
-        items.append(
-            {
-                "itemId": row["id"],
-                "kind": row["kind"],
-                "title": row["title"],
-                "versionNum": row["version_num"],
-                "reason": reason,
-            }  # fmt: skip
-        )
+        items.append({**item, "reason": reason})
     if len(bundle) > args.maxChars:  # only the header itself can be over a tiny maxChars
         bundle = bundle[: args.maxChars]
     return {"bundle": bundle, "items": items, "totalChars": len(bundle)}
