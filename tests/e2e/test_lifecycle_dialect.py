@@ -131,5 +131,9 @@ async def test_every_directory_listed_has_an_iso_updated_at(system):
             assert entry["updated_at"].endswith("Z") and when.utcoffset().total_seconds() == 0, entry
         root = datetime.fromisoformat(summaries["/memory/s"]["updated_at"])
         assert datetime.fromisoformat(summaries["/memory/s/memory_tiers/l2"]["updated_at"]) == root
+        # the reference's paths are relative to the session's root; the absolute form the listing answers works too
+        for path in ("memory_tiers", "/memory/s/memory_tiers/"):
+            tiers, _ = await call(client, "memory_list_dir_with_abstract", {"session_id": "s", "path": path})
+            assert [t["path"] for t in tiers["summaries"]] == [f"/memory/s/memory_tiers{t}" for t in ("", "/l1", "/l2")]
         unused, _ = await call(client, "memory_list_dir_with_abstract", {"session_id": "never-used"})
         assert unused == {"summaries": []}

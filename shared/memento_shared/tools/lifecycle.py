@@ -127,7 +127,9 @@ class ListDirArgs(Args):
     project: Project | None = None
     session_id: Name = "default"
     path: Annotated[str, StringConstraints(max_length=512)] = Field(
-        "", description="Under this path; the session's root when empty"
+        "",
+        description="Under this directory: relative to the session's root (events, memory_tiers/l1) or absolute "
+        "(/memory/<session_id>/events); the session's root when empty",
     )
     depth: Annotated[int, Field(ge=1, le=16)] = 8
     limit: Annotated[int, Field(ge=1, le=1000)] = 200

@@ -109,7 +109,7 @@ async def memory_list_dir_with_abstract(ctx: ToolContext, args: ListDirArgs) -> 
             bool(meta and meta["overview"]),
         )
     )
-    base = "/" + args.path.strip("/") if args.path.strip("/") else root
+    base = _under(root, args.path)
     if not (base == root or base.startswith(root + "/") or root.startswith(base)):
         return {"summaries": []}
     depth0 = base.count("/")
@@ -124,3 +124,12 @@ async def memory_list_dir_with_abstract(ctx: ToolContext, args: ListDirArgs) -> 
 def _iso(when: datetime) -> str:
     """UTC with a `Z`, as seed 004 §4.4 shows (`2026-02-21T12:00:00Z`)."""
     return when.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+def _under(root: str, path: str) -> str:
+    """The directory `path` names: relative to the session's root, as the reference's clients give it (`events`,
+    `memory_tiers/l1`), or absolute (`/memory/<session_id>/events`, as the listing answers)."""
+    path = path.strip().strip("/")
+    if path == "memory" or path.startswith("memory/"):
+        return "/" + path
+    return f"{root}/{path}" if path else root
