@@ -90,9 +90,9 @@ async def test_a_paraphrase_finds_the_section_once_the_chunks_are_embedded(syste
 
 
 def long_spec() -> str:
-    """A 40 KB specification whose one section on data retention comes near its end: the whole of it cut to a
-    bundle's room would lose that section."""
-    filler = "The courier app shows each parcel on a map and sorts stops by the planned route. " * 38
+    """A 6 KB specification whose one section on data retention comes near its end: the whole of it cut to a 3,000
+    character bundle's room would lose that section."""
+    filler = "The courier app shows each parcel on a map and sorts stops by the planned route. " * 5
     sections = [f"## Area {n}\n\n{filler}\n" for n in range(13)]
     sections.insert(
         12, "## Data retention\n\nCustomer exports are deleted after 90 days; audit logs are kept a year.\n"
@@ -106,7 +106,7 @@ async def test_restore_with_a_goal_brings_the_canonical_sections_that_answer_it(
     async with client_for(system, f"docs-restore-{time.time_ns()}", "documents") as client:
         spec = {"canonicalKey": "platform", "docClass": "app_spec", "title": "Platform spec",
                 "contentMarkdown": long_spec(), "idempotencyKey": str(uuid.uuid4())}  # fmt: skip
-        assert len(spec["contentMarkdown"]) > 40_000
+        assert len(spec["contentMarkdown"]) > 5_000
         await call(client, "canonical.upsert", spec)
         entries = [
             {"kind": "decision", "title": "Exports", "content": "Customer exports are CSV files, one per month."},
@@ -114,15 +114,16 @@ async def test_restore_with_a_goal_brings_the_canonical_sections_that_answer_it(
             {"kind": "note", "title": "Session notes", "content": "Reviewing what we keep and for how long."},
         ]
         await call(client, "memory.commit", {"idempotencyKey": str(uuid.uuid4()), "entries": entries})
-        bundle, _ = await call(client, "memory.restore", {"goal": "how long are customer exports kept before deletion"})
+        restore = {"goal": "how long are customer exports kept before deletion", "maxChars": 3000}
+        bundle, _ = await call(client, "memory.restore", restore)
         reasons = [(i["title"], i["reason"]) for i in bundle["items"]]
         assert reasons == [
             ("Session notes", "latest_snapshot"), ("Stuck export", "recent_troubleshooting"),
             ("Platform spec", "canonical"), ("Exports", "goal"),
         ]  # fmt: skip
         assert bundle["items"][2]["sectionAnchors"] == ["h2:platform-spec.data-retention"]
-        assert "Customer exports are deleted after 90 days" in bundle["bundle"] and bundle["totalChars"] <= 30_000
-        again, _ = await call(client, "memory.restore", {"goal": "how long are customer exports kept before deletion"})
+        assert "Customer exports are deleted after 90 days" in bundle["bundle"] and bundle["totalChars"] <= 3000
+        again, _ = await call(client, "memory.restore", restore)
         assert again["bundle"] == bundle["bundle"]
 
 
