@@ -71,6 +71,9 @@ class Settings(BaseSettings):
     # every search embeds its text's question, not all of it (memory-api recall/question.py): at most this many
     # tokens. 32 leaves every LoCoMo question whole; a 300-word turn embeds its last question (~16 tokens)
     query_embed_max_tokens: int = Field(32, alias="QUERY_EMBED_MAX_TOKENS", ge=8, le=512)
+    # a canonical chunk ranks above a note saying the same thing among the top results: they share this share of the
+    # larger one's distinct words (0: off)
+    document_canonical_same_words: float = Field(0.7, alias="DOCUMENT_CANONICAL_SAME_WORDS", ge=0, le=1)
     # store_memory embeds on the request path: how long it waits for the vector before storing without it
     inline_embedding_timeout_s: float = Field(1.0, alias="INLINE_EMBEDDING_TIMEOUT_SECONDS", ge=0, le=30)
     # store_memory's `similar` cut-off (cosine) for an embedding profile not calibrated in recall/similar.py

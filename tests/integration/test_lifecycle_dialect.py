@@ -273,7 +273,12 @@ async def test_facts_move_up_a_tier_when_said_again_and_are_found_by_other_diale
         ("memory_before_turn", {"current_input": [user("x")] * 257}, "current_input"),
         ("memory_before_turn", {"current_input_text": "x", "max_input_tok": 10}, "max_input_tok"),
         ("memory_before_turn", {"current_input_text": "x", "session_id": "has space"}, "session_id"),
-        ("memory_after_turn", {"input_items": [], "output_items": []}, "turn_id"),
+        ("memory_after_turn", {"turn_id": "t", "output_items": []}, "input_items"),
+        (
+            "memory_after_turn",
+            {"conversation_items": [user("a")], "current_input_start": 0, "current_input_count": 2},
+            "current_input_count",
+        ),
         ("memory_after_turn", {"turn_id": "t", "input_items": "text", "output_items": []}, "input_items"),
         ("memory_after_turn", {"turn_id": "t", "input_items": [], "output_items": [user("y")] * 257}, "output_items"),
         ("memory_run_maintenance", {"session_id": ""}, "session_id"),

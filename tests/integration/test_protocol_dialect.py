@@ -97,20 +97,26 @@ async def test_decay_puts_a_month_old_memory_below_a_day_old_one_and_use_lifts_a
     found, _ = await ok(memory_api, "memento_recall", {"query": "deploy key rotation runbook"}, tenant)
     assert [m["id"] for m in found["results"]] == [new, old]
     assert found["results"][0]["score"] > 5 * found["results"][1]["score"]
-    # ten days old, but recalled often and just now: above the day-old one
+    # ten days old, but recalled often and just now: above the day-old one (whose first recall is undone: it counted)
     await backdate(owner_pool, old, 10, accesses=40, accessed_days=0.01)
+    await backdate(owner_pool, new, 1)
     lifted, _ = await ok(memory_api, "memento_recall", {"query": "deploy key rotation runbook"}, tenant)
     assert [m["id"] for m in lifted["results"]] == [old, new]
 
 
-async def test_recall_counts_the_access_off_the_request_path(memory_api, tenant, owner_pool):
+async def test_recall_counts_the_access_before_it_answers(memory_api, tenant, owner_pool):
+    """As the reference server does: the next recall already shows the count (no flush in between)."""
     memory = await store(memory_api, tenant, "The staging cluster is called nimbus")
-    await ok(memory_api, "memento_recall", {"query": "staging cluster"}, tenant)
-    await memory_api.app.state.access.flush()
+    first, _ = await ok(memory_api, "memento_recall", {"query": "staging cluster"}, tenant)
+    assert (first["results"][0]["access_count"], first["results"][0]["last_accessed_at"]) == (0, None)
     row = await owner_pool.fetchrow(
         "SELECT access_count, accessed_at FROM agent_memory.fragments WHERE id = $1", memory
     )
     assert row["access_count"] == 1 and row["accessed_at"] is not None
+    assert memory_api.app.state.access.pending == {}  # nothing left for the flush
+    second, _ = await ok(memory_api, "memento_recall", {"query": "staging cluster"}, tenant)
+    assert second["results"][0]["access_count"] == 1
+    assert second["results"][0]["last_accessed_at"] == row["accessed_at"].isoformat()
 
 
 async def test_memory_delete(memory_api, tenant):

@@ -13,7 +13,7 @@ from memento_shared.errors import invalid
 from memento_shared.sessions import text_of
 from memento_shared.settings import Settings
 from memento_shared.text.tokenizer import count_tokens
-from memento_shared.tools.lifecycle import ResponseItem
+from memento_shared.tools.lifecycle import ConversationWindow, ResponseItem
 
 RECALL_PREFIX = "Memory recall:"
 
@@ -24,6 +24,17 @@ def default_turn_id() -> str:
 
 def as_dict(item: ResponseItem) -> dict[str, Any]:
     return item.model_dump(exclude_none=True)
+
+
+def conversation_window(args: ConversationWindow) -> list[dict[str, Any]]:
+    """The current input as `conversation_items` + `current_input_start` + `current_input_count` name it."""
+    if args.current_input_start is None or args.current_input_count is None:
+        raise invalid("current_input_start", "conversation_items needs current_input_start and current_input_count")
+    items = args.conversation_items or []
+    if args.current_input_start + args.current_input_count > len(items):
+        raise invalid("current_input_count", f"runs past the {len(items)} conversation_items")
+    window = items[args.current_input_start : args.current_input_start + args.current_input_count]
+    return [as_dict(i) for i in window]
 
 
 def is_recall(item: dict[str, Any]) -> bool:

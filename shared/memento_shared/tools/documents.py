@@ -163,6 +163,9 @@ class RestoredItem(BaseModel):
     title: str
     versionNum: int
     reason: str = Field(description="pinned, canonical, latest_snapshot, recent_troubleshooting or goal")
+    sectionAnchors: list[str] | None = Field(
+        None, description="For a canonical document the goal brought in (reason canonical): the sections included"
+    )
 
 
 class RestoreResult(BaseModel):

@@ -18,6 +18,10 @@ FragmentId = Annotated[str, StringConstraints(min_length=1, max_length=64)]
 Keyword = Annotated[str, StringConstraints(min_length=1, max_length=64, pattern=r"\S")]
 Topic = Annotated[str, StringConstraints(min_length=1, max_length=200, pattern=r"\S")]
 Score = Annotated[float, Field(ge=0.0, le=1.0)]
+Workspace = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.-]{1,64}$")]
+# the reference project's `workspace` argument: this call works in that workspace of the credential's tenant (it must
+# be allowed by the credential) instead of the connection's (X-Memento-Workspace)
+WORKSPACE_DESCRIPTION = "Work in this workspace instead of the connection's (one the credential allows)"
 
 
 CaseId = Annotated[str, StringConstraints(min_length=1, max_length=128, pattern=r"\S")]
@@ -57,6 +61,7 @@ class RememberArgs(FragmentFields):
         "permanent", description="permanent (default) or session (working memory, expires with the session)"
     )
     agentId: AgentId | None = Field(None, description="Agent namespace; 'default' when omitted")
+    workspace: Workspace | None = Field(None, description=WORKSPACE_DESCRIPTION)
 
 
 class BatchRememberArgs(Args):
@@ -73,6 +78,7 @@ class BatchRememberArgs(Args):
         "and the others are stored."
     )
     agentId: AgentId | None = Field(None, description="Agent namespace; 'default' when omitted")
+    workspace: Workspace | None = Field(None, description=WORKSPACE_DESCRIPTION)
 
 
 class BatchEntryError(BaseModel):
@@ -166,6 +172,9 @@ class RecallArgs(Args):
     )
     excludeSeen: bool = Field(False, description="Leave out fragments a context call of this session already loaded")
     agentId: AgentId | None = Field(None, description="Agent namespace")
+    workspace: Workspace | None = Field(
+        None, description=WORKSPACE_DESCRIPTION + "; a cursor's pages are read with the same workspace"
+    )
 
 
 class RecalledFragment(BaseModel):
@@ -314,6 +323,7 @@ class ContextArgs(Args):
     )
     sessionId: SessionId | None = Field(None, description="Working memory of this session; defaults to the MCP session")
     agentId: AgentId | None = Field(None, description="Agent namespace")
+    workspace: Workspace | None = Field(None, description=WORKSPACE_DESCRIPTION)
 
 
 class ContextResult(BaseModel):

@@ -73,6 +73,7 @@ class RecalledMemory(BaseModel):
     created_at: str
     expires_at: str | None
     access_count: int
+    last_accessed_at: str | None
     linkages: list[dict]
 
 

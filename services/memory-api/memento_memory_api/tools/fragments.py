@@ -10,6 +10,7 @@ from memento_memory_api.context import ToolContext
 from memento_memory_api.recall import l1
 from memento_memory_api.recall.cascade import recall as run_recall
 from memento_memory_api.repositories import fragments as repo
+from memento_memory_api.tools.common import in_workspace
 from memento_memory_api.tools.registry import handles
 from memento_memory_api.uow import UnitOfWork
 from memento_shared import l1 as l1_layout
@@ -126,6 +127,7 @@ async def store_fragment(
 
 @handles("remember")
 async def remember(ctx: ToolContext, args: RememberArgs) -> dict[str, Any]:
+    ctx = in_workspace(ctx, args.workspace)
     fragment = build_fragment(args, ctx)
     if args.scope == "session":
         return await _remember_in_session(ctx, fragment, args.linkedTo or [])
@@ -138,6 +140,7 @@ async def remember(ctx: ToolContext, args: RememberArgs) -> dict[str, Any]:
 async def batch_remember(ctx: ToolContext, args: BatchRememberArgs) -> dict[str, Any]:
     """Each entry checked and built on its own (a bad one is answered with its error, never stopping the others);
     the good ones stored in one transaction, as remember stores one: a storage failure stores none."""
+    ctx = in_workspace(ctx, args.workspace)
     results: list[dict[str, Any]] = []
     built: list[tuple[int, dict[str, Any]]] = []
     for index, entry in enumerate(args.fragments):
@@ -204,4 +207,4 @@ async def _check_session_links(ctx: ToolContext, key: str, targets: list[str]) -
 
 @handles("recall")
 async def recall(ctx: ToolContext, args: RecallArgs) -> dict[str, Any]:
-    return await run_recall(ctx, args)
+    return await run_recall(in_workspace(ctx, args.workspace), args)

@@ -64,13 +64,7 @@ def current_input(args: BeforeTurnArgs) -> list[dict[str, Any]]:
         return [turns.as_dict(i) for i in args.current_input]
     if args.current_input_text is not None:
         return [turns.message("user", args.current_input_text)]
-    if args.current_input_start is None or args.current_input_count is None:
-        raise invalid("current_input_start", "conversation_items needs current_input_start and current_input_count")
-    items = args.conversation_items or []
-    if args.current_input_start + args.current_input_count > len(items):
-        raise invalid("current_input_count", f"runs past the {len(items)} conversation_items")
-    window = items[args.current_input_start : args.current_input_start + args.current_input_count]
-    return [turns.as_dict(i) for i in window]
+    return turns.conversation_window(args)
 
 
 @handles("memory_before_turn")
@@ -116,6 +110,7 @@ async def memory_before_turn(ctx: ToolContext, args: BeforeTurnArgs) -> dict[str
         return {
             "input_items": items,
             "recall_fact_ids": recalled_ids,
+            "recall_insight_ids": [],
             "context_token_count": turns.tokens(items),
             "turn_id": args.turn_id or turns.default_turn_id(),
         }
@@ -143,8 +138,16 @@ def _line(event: Any) -> str:
 @handles("memory_after_turn")
 async def memory_after_turn(ctx: ToolContext, args: AfterTurnArgs) -> dict[str, Any]:
     settings = ctx.settings
-    turns.check_limits("input_items", args.input_items, settings)
-    turns.check_limits("output_items", args.output_items, settings)
+    for field in ("conversation_items", "input_items", "output_items"):
+        turns.check_limits(field, getattr(args, field), settings)
+    if args.input_items is None:  # the reference's other form: the turn's input as a window of the conversation
+        if args.conversation_items is None:
+            raise invalid("input_items", "is required (or conversation_items with current_input_start and count)")
+        turns.conversation_window(args)
+        start, count = args.current_input_start, args.current_input_count
+        args = args.model_copy(update={"input_items": args.conversation_items[start : start + count]})
+    if args.turn_id is None:  # the contract's default (seed 004's reference): a new turn each call
+        args = args.model_copy(update={"turn_id": turns.default_turn_id()})
     ctx = scoped(ctx, args.project)
     started, status = time.perf_counter(), "error"
     claim = secrets.token_hex(8)

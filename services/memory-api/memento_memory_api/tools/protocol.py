@@ -118,7 +118,8 @@ async def ranked_memories(
     scored.sort(key=lambda pair: (-pair[1], -pair[0]["created_at"].timestamp()))
     chosen = scored[:limit]
     if ctx.scope.workspace == ctx.principal.workspace:  # a peek at another workspace leaves its counts alone
-        ctx.access.record(ctx.scope, [row["id"] for row, _ in chosen])
+        # written before the answer, as the reference server does: the next recall already shows (and ranks by) it
+        await ctx.access.record_now(ctx.scope, [row["id"] for row, _ in chosen])
     return chosen
 
 
@@ -132,6 +133,7 @@ def recalled(row: Any, score: float) -> dict[str, Any]:
         "created_at": row["created_at"].isoformat(),
         "expires_at": _iso(row["expires_at"]),
         "access_count": row["access_count"],
+        "last_accessed_at": _iso(row["accessed_at"]),
         "linkages": list(row["linkages"]),
     }
 
