@@ -103,13 +103,18 @@ def fit(facts: list[str], context: list[str], fixed_tokens: int, budget: int) ->
     never cut. Returns the facts and context kept and how many context lines were dropped."""
     facts, context = list(facts), list(context)
     dropped = 0
-
-    def size() -> int:
-        return fixed_tokens + count_tokens(recall_block(facts, context, dropped))
-
-    while context and size() > budget:
+    # counted line by line, each line once (and a token for each line break): the block's own count can only be
+    # smaller (a break may merge with the text before it), and re-encoding the whole block for each line cut was
+    # most of a turn's Python
+    fact_tokens = [count_tokens(f"- {fact}") + 1 for fact in facts]
+    context_tokens = [count_tokens(line) + 1 for line in context]
+    # the headers and the note of dropped lines, at most
+    size = fixed_tokens + count_tokens(recall_block(["x"], ["x"], 1)) + sum(fact_tokens) + sum(context_tokens)
+    while context and size > budget:
         context.pop(0)
+        size -= context_tokens.pop(0)
         dropped += 1
-    while facts and size() > budget:
+    while facts and size > budget:
         facts.pop()
+        size -= fact_tokens.pop()
     return facts, context, dropped
