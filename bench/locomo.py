@@ -59,6 +59,7 @@ from bench import ab
 from bench.ab import OFF
 from bench.report import RESULTS, ROOT, replace_readme_block
 from bench.run import System
+from memento_shared.settings import Settings
 from memento_shared.text.keywords import extract_keywords
 
 DATA = ROOT.parent / "shared" / "data" / "locomo-dev.json"
@@ -199,6 +200,7 @@ def gathered(name: str) -> Callable[[Conversation, dict], list[dict]]:
 # the first settings this order shipped with (a12c1a7); every variant but "shipped" is them with the change it names,
 # so a variant means the same whatever the defaults are now
 FIRST = {"RECALL_CONTEXT_WEIGHT": "1", "RECALL_LIFT": "0.7", "RECALL_TIME_BOOST": "0.3"}
+SHIPPED = {f.alias: str(f.default) for f in Settings.model_fields.values() if f.alias in FIRST}
 VARIANTS: dict[str, tuple[str, dict[str, str]]] = {
     "shipped": ("the defaults (RECALL_* unset)", {}),
     "first": ("the first settings: context weight 1, lift 0.7, time boost 0.3", {}),
@@ -237,6 +239,16 @@ VARIANTS: dict[str, tuple[str, dict[str, str]]] = {
         },
     ),
     "decompose_1": ("multi-part questions split, each part's words a list of weight 1", {"RECALL_DECOMPOSE": "1"}),
+    # issue 46: the question's text the model reads, bounded tighter than the shipped 32 tokens (which leave every
+    # LoCoMo question whole); the shipped order otherwise (its settings written out over FIRST)
+    "question_24": (
+        "the shipped order, the question embedded within 24 tokens",
+        {**SHIPPED, "QUERY_EMBED_MAX_TOKENS": "24"},
+    ),
+    "question_16": (
+        "the shipped order, the question embedded within 16 tokens",
+        {**SHIPPED, "QUERY_EMBED_MAX_TOKENS": "16"},
+    ),
 }
 TUNING = ["shipped", "first", "context_0.5", "context_2", "share_0.3", "share_0.8", "lift_0.5", "lift_0.85", "time_0.6",
           "decompose_0.5", "decompose_1", "candidates_15", "window_1", "lift_0.5_context_2", "lift_0.5_time_0.6",
