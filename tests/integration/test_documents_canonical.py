@@ -1,5 +1,5 @@
-"""The `documents` dialect's canonical documents (seed 001 Part 5, DIALECTS.md "documents") through memory-api's tool
-route on real Postgres: versions only when content changes, both idempotency rules, outline anchors right after an
+"""The `documents` dialect's canonical documents (seed 001 Part 5, docs/dialects.md "documents") through memory-api's
+tool route on real Postgres: versions only when content changes, both idempotency rules, outline anchors right after an
 upsert, a section with its subsections, limits, isolation."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The `lifecycle` dialect (seed 004, DIALECTS.md "lifecycle") through memory-api's tool route on real Postgres and
+"""The `lifecycle` dialect (seed 004, docs/dialects.md "lifecycle") through memory-api's tool route on real Postgres and
 Valkey: a client's two calls a turn, the turn guard and session lock under concurrency, maintenance, limits, errors in
 seed 004's codes, and isolation."""
 

@@ -1,4 +1,4 @@
-"""The `protocol` dialect (seed 003, DIALECTS.md "protocol") through memory-api's tool route on real Postgres and
+"""The `protocol` dialect (seed 003, docs/dialects.md "protocol") through memory-api's tool route on real Postgres and
 Valkey: each answer's JSON and the text it reads as (the reference server's words)."""
 
 from __future__ import annotations

@@ -8,6 +8,7 @@ import asyncio
 import functools
 import logging
 from collections import Counter
+from typing import Any
 
 import asyncpg
 
@@ -25,8 +26,8 @@ class AccessRecorder:
         self.pool = pool
         self.half_life_days = half_life_days
         self.interval = interval
-        self.pending: dict[tuple, Counter[str]] = {}
-        self._task: asyncio.Task | None = None
+        self.pending: dict[tuple[Any, ...], Counter[str]] = {}
+        self._task: asyncio.Task[Any] | None = None
 
     def record(self, scope: Scope, ids: list[str]) -> None:
         key = (scope.tenant_id, scope.workspace, scope.agent_id, scope.access)
@@ -58,7 +59,7 @@ class AccessRecorder:
             await asyncio.sleep(self.interval)
             await self.flush()
 
-    async def _touch(self, key: tuple[str, str, str, str], counts: Counter) -> None:
+    async def _touch(self, key: tuple[str, str, str, str], counts: Counter[Any]) -> None:
         tenant_id, workspace, agent_id, access = key
         async with self.pool.acquire() as conn, conn.transaction():
             await set_principal(conn, tenant_id=tenant_id, workspace=workspace, agent_id=agent_id, access=access)

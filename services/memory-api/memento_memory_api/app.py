@@ -5,7 +5,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
+from typing import Any
 
 import asyncpg
 from fastapi import FastAPI
@@ -34,7 +35,7 @@ from memento_shared.worker import background_state_redis, close_state_redis, cre
 log = logging.getLogger(__name__)
 
 
-async def load_active_profile(pool) -> Profile:
+async def load_active_profile(pool: asyncpg.Pool) -> Profile:
     row = await pool.fetchrow("SELECT id, dimension FROM agent_memory.embedding_profiles WHERE is_active")
     if row is None:
         raise RuntimeError("no active embedding profile; run memento-migrate")
@@ -45,12 +46,12 @@ class ProfileWatch:
     """Follows the active embedding profile: the embedder NOTIFYs on cut-over, and a periodic re-read covers a
     missed notification. Recall then searches, and embeds queries for, the new profile."""
 
-    def __init__(self, state, dsn: str, interval: float = 30.0) -> None:
+    def __init__(self, state: Any, dsn: str, interval: float = 30.0) -> None:
         self.state = state
         self.dsn = dsn
         self.interval = interval
         self.changed = asyncio.Event()
-        self._task: asyncio.Task | None = None
+        self._task: asyncio.Task[Any] | None = None
         self._listener: asyncpg.Connection | None = None
 
     async def start(self) -> None:
@@ -82,7 +83,7 @@ class ProfileWatch:
 SHUTDOWN_STEP_SECONDS = 10.0
 
 
-async def _bounded(step: str, awaitable) -> None:
+async def _bounded(step: str, awaitable: Awaitable[Any]) -> None:
     """One shutdown step, never longer than SHUTDOWN_STEP_SECONDS: a stuck step must not keep the process (or a
     pod being replaced) alive. Which step overran is logged so it can be found."""
     try:
@@ -94,7 +95,7 @@ async def _bounded(step: str, awaitable) -> None:
         log.warning("shutdown.step_failed", extra={"step": step, "error_type": type(exc).__name__})
 
 
-async def shutdown(state) -> None:
+async def shutdown(state: Any) -> None:
     await _bounded("tasks", state.tasks.stop())
     await _bounded("relay", state.relay.stop())
     await _bounded("profile_watch", state.profile_watch.stop())

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import OrderedDict
+from typing import Any
 
 import numpy as np
 
@@ -26,7 +27,7 @@ class EmbeddingClient:
         self.client = InternalClient(base_url, timeout_s=10.0)
         self.cache: OrderedDict[tuple[str, str], np.ndarray] = OrderedDict()
         self.cache_size = cache_size
-        self.in_flight: dict[tuple[str, str], asyncio.Task] = {}
+        self.in_flight: dict[tuple[str, str], asyncio.Task[Any]] = {}
 
     async def embed_query(self, text: str, profile: str) -> np.ndarray:
         """A query vector in `profile`'s space (cached per profile: vectors of two profiles never mix). Callers asking
@@ -45,7 +46,7 @@ class EmbeddingClient:
         # shielded: one caller given up (a cancelled request) does not cancel the vector the others wait for
         return await asyncio.shield(task)
 
-    def _settle(self, key: tuple[str, str], task: asyncio.Task) -> None:
+    def _settle(self, key: tuple[str, str], task: asyncio.Task[Any]) -> None:
         self.in_flight.pop(key, None)
         if task.cancelled() or task.exception() is not None:
             return

@@ -8,12 +8,13 @@ from __future__ import annotations
 import logging
 import math
 from functools import lru_cache
+from typing import Any
 
 log = logging.getLogger(__name__)
 
 
 @lru_cache(maxsize=1)
-def _encoder():
+def _encoder() -> Any:
     try:
         import tiktoken
 

@@ -1,4 +1,4 @@
-"""Seed 001 tool contracts (the `documents` profile), as its Part 5 registers them (DIALECTS.md "documents")."""
+"""Seed 001 tool contracts (the `documents` profile), as its Part 5 registers them (docs/dialects.md "documents")."""
 
 from __future__ import annotations
 

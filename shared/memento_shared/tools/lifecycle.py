@@ -1,5 +1,5 @@
 """Seed 004 tool contracts (the `lifecycle` profile): memory_before_turn, memory_after_turn, memory_run_maintenance,
-memory_list_dir_with_abstract, with the seed's parameters and its error codes (DIALECTS.md "lifecycle")."""
+memory_list_dir_with_abstract, with the seed's parameters and its error codes (docs/dialects.md "lifecycle")."""
 
 from __future__ import annotations
 

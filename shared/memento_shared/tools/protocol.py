@@ -1,5 +1,5 @@
 """Seed 003 tool contracts (the `protocol` profile), named as the Memento Protocol's reference MCP server (memento-mcp
-0.3.x) names them, with the seed's `memento_store` beside the reference's `memento_remember` (DIALECTS.md
+0.3.x) names them, with the seed's `memento_store` beside the reference's `memento_remember` (docs/dialects.md
 "protocol"). Each answer's JSON is in `structuredContent`; its text reads like the reference server's."""
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ Category = Literal["active_work", "standing_decision", "skip_list", "waiting_for
 Status = Literal["active", "paused", "completed", "archived"]
 SECTIONS = ("active_work", "standing_decisions", "skip_list", "activity_log", "session_notes")
 
-# Text stored whole up to MEMORY_MAX_CHARS (the tools refuse longer with PAYLOAD_TOO_LARGE, DIALECTS.md "Content"), so
-# no maxLength on any stored text here
+# Text stored whole up to MEMORY_MAX_CHARS (the tools refuse longer with PAYLOAD_TOO_LARGE, docs/dialects.md
+# "Content"), so no maxLength on any stored text here
 Text = Annotated[str, StringConstraints(min_length=1, pattern=r"\S")]
 Short = Annotated[str, StringConstraints(min_length=1, max_length=500, pattern=r"\S")]
 Tag = Annotated[str, StringConstraints(min_length=1, max_length=64, pattern=r"\S")]

@@ -1,5 +1,5 @@
 """Seed 002 tool contracts (the `simple` profile): store_memory, supersede_memory, search_memories,
-list_recent_memories. Names, parameters, bounds and answers are the seed's, as DIALECTS.md "simple" fixes them."""
+list_recent_memories. Names, parameters, bounds and answers are the seed's, as docs/dialects.md "simple" fixes them."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ PROFILE = "simple"
 
 Source = Literal["explicit", "extracted"]
 # No maxLength here: content over MEMORY_MAX_CHARS (default 8,000) is refused with PAYLOAD_TOO_LARGE by the tool, as
-# every dialect but `remember` does (DIALECTS.md "Content"), not as a schema violation.
+# every dialect but `remember` does (docs/dialects.md "Content"), not as a schema violation.
 Content = Annotated[str, StringConstraints(min_length=1, pattern=r"\S")]
 
 

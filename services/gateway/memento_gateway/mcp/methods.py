@@ -3,6 +3,7 @@ memory-api and are forwarded there; the rest (ping, logging) is answered here.""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -98,7 +99,7 @@ async def _set_level(message: Message, call: Call, sessions: SessionStore) -> di
     return {}
 
 
-def _task_result(call: Call):
+def _task_result(call: Call) -> Callable[[str, dict[str, Any]], dict[str, Any]]:
     def shape(tool: str, body: dict[str, Any]) -> dict[str, Any]:
         return tools.shaped(tool, body, call.session.protocol_version)
 

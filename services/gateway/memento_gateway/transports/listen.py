@@ -14,6 +14,7 @@ import asyncio
 import logging
 import secrets
 import time
+from collections.abc import AsyncIterator
 from typing import Any
 
 import anyio
@@ -95,7 +96,9 @@ async def _still_valid(gw: Gateway, caller: Caller) -> bool:
         return True
 
 
-async def _stream(gw: Gateway, caller: Caller, subscription: Any, workspace: str, kept: dict[str, Any], slot: str):
+async def _stream(
+    gw: Gateway, caller: Caller, subscription: Any, workspace: str, kept: dict[str, Any], slot: str
+) -> AsyncIterator[bytes]:
     GATEWAY_STREAMS.labels("listen").inc()
     meta = {SUBSCRIPTION_ID: subscription}
     uris = frozenset(kept.get("resourceSubscriptions", ()))

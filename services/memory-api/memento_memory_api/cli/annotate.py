@@ -15,6 +15,7 @@ import argparse
 import asyncio
 import sys
 import time
+from typing import Any
 
 from memento_memory_api.tools.fragments import ANNOTATION, annotation_fields
 from memento_shared.db.pool import create_pool
@@ -36,7 +37,7 @@ WHERE f.id = u.id AND f.event_said IS NULL
 """
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     parser = subparsers.add_parser(
         "annotate", help="give fragments stored before migration 0019 their thread, time and expansion"
     )

@@ -45,9 +45,9 @@ def narrowed(alias: str, narrow: str) -> str:
 
 
 def live(alias: str, superseded: str) -> str:
-    """SQL: the row is one a search may return. Never an expired one (DIALECTS.md: expired rows are left out of every
-    search of every dialect); a superseded one only when the boolean parameter `superseded` says so (seed 002 filters
-    them out at once; recall shows them with includeSuperseded)."""
+    """SQL: the row is one a search may return. Never an expired one (docs/dialects.md: expired rows are left out of
+    every search of every dialect); a superseded one only when the boolean parameter `superseded` says so (seed 002
+    filters them out at once; recall shows them with includeSuperseded)."""
     return (
         f"({alias}.expires_at IS NULL OR {alias}.expires_at > now())"
         f" AND ({superseded}::bool OR {alias}.superseded_by IS NULL)"

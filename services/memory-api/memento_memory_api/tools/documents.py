@@ -1,6 +1,6 @@
 """Seed 001's documents (the `documents` profile): commits and canonical upserts with versions and idempotency keys,
-get by version, outline, sections by anchor, context packs and restore bundles (DIALECTS.md "documents"). A write is
-one transaction: the item, its new version (only when the content changed) and its chunks with their full-text
+get by version, outline, sections by anchor, context packs and restore bundles (docs/dialects.md "documents"). A write
+is one transaction: the item, its new version (only when the content changed) and its chunks with their full-text
 vectors, so every read sees it at once; the embedder adds the chunks' vectors from the version's event."""
 
 from __future__ import annotations

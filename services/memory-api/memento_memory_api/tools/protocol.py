@@ -1,6 +1,6 @@
 """Seed 003 memory tools (the `protocol` profile): store / remember, recall, delete, consolidate, extract, graph.
 
-A seed-003 memory is a fragment (DIALECTS.md "One store"): its tags are the row's keywords, its linkages the row's
+A seed-003 memory is a fragment (docs/dialects.md "One store"): its tags are the row's keywords, its linkages the row's
 JSON array (and graph edges where they name memories), and a consolidated source is a superseded row, hidden from
 every dialect's searches and traceable to the memory that replaced it. Answers read like the reference server's."""
 

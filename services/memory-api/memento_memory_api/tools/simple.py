@@ -1,4 +1,4 @@
-"""Seed 002 tools (the `simple` profile), on the rows every dialect shares (DIALECTS.md "simple").
+"""Seed 002 tools (the `simple` profile), on the rows every dialect shares (docs/dialects.md "simple").
 
 store_memory never overwrites: it stores the new fact and answers with what it may outdate (`similar`) and the exact
 call that would mark one outdated; the agent decides and calls supersede_memory. The new memory's vector is computed
