@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
-from memento_shared.tools.spec import Args, ToolSpec
+from memento_shared.tools.spec import INDEXED, PARTIAL, Args, ToolSpec
 
 PROFILE = "lifecycle"
 # seed 004's clients expect its codes (SPEC "Errors"): INVALID_ARGUMENT, PERMISSION_DENIED, RESOURCE_BUSY,
@@ -77,6 +77,7 @@ class BeforeTurnResult(BaseModel):
     recall_fact_ids: list[str]
     context_token_count: int
     turn_id: str
+    meaning_search: Literal["partial"] | None = Field(None, description=PARTIAL)
 
 
 class AfterTurnArgs(TurnScope):
@@ -87,6 +88,9 @@ class AfterTurnArgs(TurnScope):
 
 class OkResult(BaseModel):
     ok: bool
+    indexed: bool | None = Field(
+        None, description=f"For the facts this turn stored: {INDEXED}. Absent for a turn committed before"
+    )
 
 
 class MaintenanceArgs(Args):
