@@ -1,6 +1,7 @@
 """The one search engine every dialect's searches go through: candidate lists from L1 (Redis keyword sets), L2 (GIN
-keyword overlap), L3 (full text + trigram, and the nearest vectors in the active profile) or the newest rows, with the
-same filters at every tier (topic, type, no expired row, no superseded one unless asked), fused by RRF.
+keyword overlap), L3 (full text + trigram, and the nearest vectors in the active profile, among them the caller's newest
+rows still waiting for theirs, scored by the search itself: recall.fresh) or the newest rows, with the same filters at
+every tier (topic, type, no expired row, no superseded one unless asked), fused by RRF.
 
 What a dialect does with the candidates is its own: `recall` (cascade.py) ranks them by seed 000's rules, cuts them to a
 token budget and adds linked fragments; `search_memories` (tools/simple.py) keeps the fused order and its score.
