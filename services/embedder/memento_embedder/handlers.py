@@ -10,6 +10,7 @@ from typing import Any
 from memento_embedder.batching import Batcher
 from memento_embedder.registry import store_vectors
 from memento_shared.db.rls import system_transaction
+from memento_shared.text.chunking import chunk_text
 from memento_shared.worker import Runtime
 
 # (fragment, profile) pairs without a vector for the fragment's current content, in the profiles that take writes
@@ -73,10 +74,6 @@ STORE_CHUNK_SQL = (
     "INSERT INTO agent_memory.chunk_embeddings (tenant_id, workspace, item_id, version_num, chunk_index, profile_id,"
     " embedding) VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT DO NOTHING"
 )
-
-
-def chunk_text(heading_path: list[str], text: str) -> str:
-    return " > ".join(heading_path) + "\n\n" + text if heading_path else text
 
 
 async def embed_document_version(envelope: dict[str, Any], rt: Runtime) -> None:

@@ -16,11 +16,12 @@ import asyncpg
 
 from memento_embedder import profiles
 from memento_embedder.batching import Batcher
-from memento_embedder.handlers import STORE_CHUNK_SQL, chunk_text
+from memento_embedder.handlers import STORE_CHUNK_SQL
 from memento_embedder.registry import ProfileRegistry
 from memento_shared import background
 from memento_shared.db.rls import set_system
 from memento_shared.telemetry.metrics import EMBEDDING_PROFILE_PROGRESS
+from memento_shared.text.chunking import chunk_text
 
 log = logging.getLogger(__name__)
 

@@ -17,6 +17,7 @@ from memento_memory_api.access import AccessRecorder
 from memento_memory_api.context import Profile
 from memento_memory_api.embedding_client import EmbeddingClient
 from memento_memory_api.outbox_relay import Relay
+from memento_memory_api.recall.fresh import VectorWriteBack
 from memento_memory_api.recall.l1 import L1Keeper
 from memento_memory_api.recall.vector import PartitionVerdicts
 from memento_memory_api.routes import console, health, keys, prompts, resources, tasks
@@ -36,10 +37,10 @@ log = logging.getLogger(__name__)
 
 
 async def load_active_profile(pool: asyncpg.Pool) -> Profile:
-    row = await pool.fetchrow("SELECT id, dimension FROM agent_memory.embedding_profiles WHERE is_active")
+    row = await pool.fetchrow("SELECT id, dimension, provider FROM agent_memory.embedding_profiles WHERE is_active")
     if row is None:
         raise RuntimeError("no active embedding profile; run memento-migrate")
-    return Profile(row["id"], row["dimension"])
+    return Profile(row["id"], row["dimension"], row["provider"])
 
 
 class ProfileWatch:
@@ -101,6 +102,7 @@ async def shutdown(state: Any) -> None:
     await _bounded("profile_watch", state.profile_watch.stop())
     await _bounded("l1_keeper", state.l1_keeper.stop())
     await _bounded("access_flush", state.access.stop())
+    await _bounded("fresh_write_back", state.write_back.stop())
     await _bounded("embedder_client", state.embedder.aclose())
     await _bounded("llm", state.llm.aclose())
     if state.heuristic is not None:
@@ -150,6 +152,7 @@ def create_app(settings: Settings) -> FastAPI:
         state.uow = UnitOfWorkFactory(state.pool)
         state.access = AccessRecorder(state.pool, utility_half_life_days(settings))
         state.partition_verdicts = PartitionVerdicts()
+        state.write_back = VectorWriteBack(state.pool)
         state.access.start()
         state.tasks = TaskRunner(state)
         state.relay = Relay(state.pool, state.queue, settings.database_url, settings=settings)

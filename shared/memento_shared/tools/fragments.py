@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, Field, StringConstraints
 
 from memento_shared.domain.fragments import FragmentType, RelationType
-from memento_shared.tools.spec import Args, ToolSpec
+from memento_shared.tools.spec import INDEXED, PARTIAL, Args, ToolSpec
 
 PROFILE = "fragments"
 
@@ -92,6 +92,7 @@ class BatchEntryResult(BaseModel):
     index: int = Field(description="The entry's position in `fragments`")
     id: str | None = Field(None, description="The stored fragment (or its existing duplicate)")
     created: bool | None = Field(None, description="false: that content was already stored (or earlier in the batch)")
+    indexed: bool | None = Field(None, description=INDEXED)
     error: BatchEntryError | None = Field(None, description="Why this entry was not stored; the others were")
 
 
@@ -107,6 +108,7 @@ class RememberResult(BaseModel):
     success: bool
     id: str
     created: bool
+    indexed: bool = Field(description=INDEXED)
     sessionId: str | None = Field(None, description="For scope session: the session whose working memory holds it")
 
 
@@ -219,6 +221,7 @@ class RecallResult(BaseModel):
     totalTokens: int
     tokenBudget: int
     nextCursor: str | None = Field(None, description="With pageSize or cursor: the next page's cursor; null at the end")
+    meaningSearch: Literal["partial"] | None = Field(None, description=PARTIAL)
 
 
 ListItem = Annotated[str, StringConstraints(min_length=1, max_length=2000, pattern=r"\S")]
@@ -278,6 +281,7 @@ class AmendResult(BaseModel):
     id: str
     version: int = Field(description="How many earlier states are archived in fragment_versions")
     supersededId: str | None = None
+    indexed: bool = Field(description=INDEXED)
 
 
 class TaskEffectiveness(Args):
@@ -374,6 +378,14 @@ class MemoryStatsResult(BaseModel):
     anchors: int
     embeddingCoverage: float = Field(description="Share of fragments with a vector in the active profile")
     embeddingProfile: str
+    embeddingBacklog: int = Field(
+        description="Fragments whose current content has no vector in the active profile yet: found by meaning by "
+        "their writer's searches (issue 47), by other readers once the embedder has written it"
+    )
+    embeddingBacklogOldestSeconds: float | None = Field(
+        description="How long the oldest of them has waited since it was written (or its content amended); null "
+        "when none waits"
+    )
     meanUtility: float | None
     meanImportance: float | None
     links: int

@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
 
-from memento_shared.tools.spec import Args, ToolSpec
+from memento_shared.tools.spec import INDEXED, PARTIAL, Args, ToolSpec
 
 PROFILE = "lifecycle"
 # seed 004's clients expect its codes (SPEC "Errors"): INVALID_ARGUMENT, PERMISSION_DENIED, RESOURCE_BUSY,
@@ -91,6 +91,7 @@ class BeforeTurnResult(BaseModel):
     recall_insight_ids: list[str] = Field(description="Always empty: the reference answers it; Memento has no insights")
     context_token_count: int
     turn_id: str
+    meaning_search: Literal["partial"] | None = Field(None, description=PARTIAL)
 
 
 class AfterTurnArgs(ConversationWindow):
@@ -107,6 +108,9 @@ class AfterTurnArgs(ConversationWindow):
 
 class OkResult(BaseModel):
     ok: bool
+    indexed: bool | None = Field(
+        None, description=f"For the facts this turn stored: {INDEXED}. Absent for a turn committed before"
+    )
 
 
 class MaintenanceArgs(Args):

@@ -9,7 +9,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, Field, StringConstraints
 
 from memento_shared.tools.fragments import FragmentId
-from memento_shared.tools.spec import Args, ToolSpec
+from memento_shared.tools.spec import INDEXED, PARTIAL, Args, ToolSpec
 
 PROFILE = "protocol"
 
@@ -52,6 +52,7 @@ class StoreResult(BaseModel):
     type: str
     tags: list[str]
     expires_at: str | None
+    indexed: bool = Field(description=INDEXED)
 
 
 class RecallArgs(Args):
@@ -80,6 +81,7 @@ class RecalledMemory(BaseModel):
 class RecallResult(BaseModel):
     count: int
     results: list[RecalledMemory]
+    meaning_search: Literal["partial"] | None = Field(None, description=PARTIAL)
 
 
 class IdArgs(Args):
@@ -210,7 +212,9 @@ class ContextArgs(Args):
 
 class ContextResult(BaseModel):
     working_memory: dict | None = Field(None, description="{items: active and paused, total_active}")
-    memories: dict | None = Field(None, description="{matches: the top memories for the message}")
+    memories: dict | None = Field(
+        None, description='{matches: the top memories for the message, meaning_search: "partial" when it was}'
+    )
     warnings: list[SkipEntry] | None = Field(None, description="Skip-list entries the message touches")
     identity: str | None = None
     tokens: int = Field(0, description="Tokens of the context returned")

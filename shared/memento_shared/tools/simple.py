@@ -8,7 +8,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, Field, StringConstraints
 
 from memento_shared.tools.fragments import FragmentId
-from memento_shared.tools.spec import Args, ToolSpec
+from memento_shared.tools.spec import INDEXED, PARTIAL, Args, ToolSpec
 
 PROFILE = "simple"
 
@@ -56,6 +56,7 @@ class StoreMemoryResult(BaseModel):
         "as outdated. (one such sentence per candidate); null when nothing is similar"
     )
     duplicate: bool = Field(description="True when this content was already stored: nothing new was written")
+    indexed: bool = Field(description=INDEXED)
 
 
 class SupersedeMemoryArgs(Args):
@@ -77,6 +78,7 @@ class SearchMemoriesArgs(Args):
 
 class MemoriesResult(BaseModel):
     memories: list[Memory]
+    meaning_search: Literal["partial"] | None = Field(None, description=PARTIAL)
 
 
 class ListRecentMemoriesArgs(Args):

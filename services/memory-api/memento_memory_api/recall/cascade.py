@@ -66,7 +66,10 @@ async def recall(ctx: ToolContext, args: RecallArgs) -> dict[str, Any]:
     trace.get_current_span().set_attribute("memento.recall.tiers", sorted(set(found.tiers.values())))
     result = [render.fragment(rows[i], found.tiers.get(i), found.similarity.get(i)) for i in chosen]
     result += [render.fragment(r, "link", None, linked=True) for r in linked_rows]
-    return _answer(ctx, result, used, args.tokenBudget, args.fields, next_cursor)
+    answer = _answer(ctx, result, used, args.tokenBudget, args.fields, next_cursor)
+    if found.partial:  # some rows were found by their words only (engine.Found.partial)
+        answer["meaningSearch"] = "partial"
+    return answer
 
 
 async def _next_page(ctx: ToolContext, args: RecallArgs) -> dict[str, Any]:

@@ -495,6 +495,19 @@ async def stats(conn: asyncpg.Connection, scope: Scope, agents: list[str] | None
         scope.workspace,
         agents,
     )
+    # rows whose current content has no vector in the profile yet: the embedder's backlog, and how long the oldest
+    # has waited (since it was written or its content amended)
+    waiting = await conn.fetchrow(
+        "SELECT count(*) AS n, extract(epoch FROM now() - min(f.updated_at))::float8 AS oldest"
+        " FROM agent_memory.fragments f WHERE f.tenant_id = $2 AND f.workspace = $3"
+        " AND ($4::text[] IS NULL OR f.agent_id = ANY($4)) AND NOT EXISTS (SELECT 1"
+        " FROM agent_memory.fragment_embeddings e WHERE e.fragment_id = f.id AND e.profile_id = $1"
+        " AND e.tenant_id = $2 AND e.content_hash = f.content_hash)",
+        profile_id,
+        scope.tenant_id,
+        scope.workspace,
+        agents,
+    )
     links = await conn.fetchval(
         "SELECT count(*) FROM agent_memory.fragment_links WHERE tenant_id = $1 AND workspace = $2"
         " AND ($3::text[] IS NULL OR agent_id = ANY($3))",
@@ -529,6 +542,8 @@ async def stats(conn: asyncpg.Connection, scope: Scope, agents: list[str] | None
         "by_tier": {r["ttl_tier"]: r["n"] for r in groups if r["g"] == 1},
         "by_type": {r["type"]: r["n"] for r in groups if r["g"] == 2},
         "embedded": embedded,
+        "embedding_backlog": waiting["n"],
+        "embedding_backlog_oldest_s": waiting["oldest"],
         "links": links,
         "backlog": {r["event_type"]: r["n"] for r in backlog},
         "dead_letters": dead,
@@ -549,6 +564,22 @@ async def store_vector(conn: asyncpg.Connection, profile_id: str, fragment_id: s
         chash,
         vector,
     )
+
+
+async def indexed(conn: asyncpg.Connection, scope: Scope, profile_id: str, ids: list[str]) -> set[str]:
+    """Those of `ids` whose vector for their current content is in the profile: searchable by meaning by every
+    reader (a write's `indexed`)."""
+    if not ids:
+        return set()
+    rows = await conn.fetch(
+        "SELECT f.id FROM agent_memory.fragments f JOIN agent_memory.fragment_embeddings e ON e.fragment_id = f.id"
+        " AND e.profile_id = $2 AND e.tenant_id = $3 AND e.content_hash = f.content_hash"
+        " WHERE f.id = ANY($1::text[]) AND f.tenant_id = $3",
+        ids,
+        profile_id,
+        scope.tenant_id,
+    )
+    return {r["id"] for r in rows}
 
 
 async def lock_pair(conn: asyncpg.Connection, first: str, second: str) -> dict[str, asyncpg.Record]:

@@ -82,6 +82,7 @@ def tool_context(state: Any, principal: Principal, scope: Scope, progress_id: st
         access=state.access,
         partition_verdicts=state.partition_verdicts,
         l1=state.l1_keeper,
+        write_back=state.write_back,
         progress_id=progress_id,
         llm=state.llm,
         heuristic=state.heuristic,

@@ -20,6 +20,7 @@ from typing import Any
 from opentelemetry import trace
 
 from memento_memory_api.context import ToolContext
+from memento_memory_api.recall import fresh_chunks
 from memento_memory_api.recall.fusion import rrf
 from memento_memory_api.recall.lexical import identifier_in, terms
 from memento_memory_api.repositories import documents as docs
@@ -93,12 +94,13 @@ async def _write(
     latest = await docs.version(conn, item["id"])
     content_hash = hashlib.sha256(content.encode()).hexdigest()
     if latest is not None and latest["content_hash"] == content_hash:
-        return {"itemId": item["id"], "versionNum": latest["version_num"], "created": False}
+        indexed = await docs.chunks_indexed(conn, ctx.scope, item["id"], latest["version_num"], ctx.profile.id)
+        return {"itemId": item["id"], "versionNum": latest["version_num"], "created": False, "indexed": indexed}
     num = latest["version_num"] + 1 if latest else 1
     await docs.add_version(conn, ctx.scope, item["id"], num, content, content_hash, chunk_markdown(content), commit_id)
     await docs.make_latest(conn, ctx.scope, item["id"], latest["version_num"] if latest else None, num)
     uow.emit("document.versioned", {"item_id": item["id"], "version_num": num})
-    return {"itemId": item["id"], "versionNum": num, "created": True}
+    return {"itemId": item["id"], "versionNum": num, "created": True, "indexed": False}  # the embedder's to do
 
 
 async def _canonical_item(conn: Any, ctx: ToolContext, key: str, kind: str, title: str, doc_class, tags) -> Any:
@@ -480,9 +482,11 @@ async def memory_search(ctx: ToolContext, args: SearchArgs) -> dict[str, Any]:
     started = time.perf_counter()
     query_vector = None
     coverage = 0.0
+    own = None  # the newest documents' chunks still without vectors (recall.fresh_chunks)
     try:
         async with ctx.uow(ctx.scope) as uow:
             conn = uow.conn
+            own = await fresh_chunks.start(ctx, conn, kinds, args.includeArchived)
 
             async def lexical() -> list:
                 nonlocal coverage
@@ -497,9 +501,8 @@ async def memory_search(ctx: ToolContext, args: SearchArgs) -> dict[str, Any]:
                 "trigram": lambda: docs.trigram(
                     conn, ctx.scope, identifier, kinds, args.includeArchived, TRIGRAM_TOP_K
                 ),
-                "semantic": lambda: docs.nearest(
-                    conn, ctx.scope, ctx.profile.id, ctx.profile.dimension, query_vector, kinds,
-                    args.includeArchived, max(SEMANTIC_TOP_K, args.limit),
+                "semantic": lambda: fresh_chunks.nearest(
+                    ctx, conn, query_vector, own, kinds, args.includeArchived, max(SEMANTIC_TOP_K, args.limit)
                 ),
             }  # fmt: skip
             lists: dict[str, list] = {}
@@ -526,6 +529,8 @@ async def memory_search(ctx: ToolContext, args: SearchArgs) -> dict[str, Any]:
                 rows.update(await docs.chunk_rows(conn, unread))
     finally:
         embedding.cancel()  # done by now, unless the store failed first (no connection, a list's error)
+        if own is not None:
+            own.cancel()
     canonical = {key: row["is_canonical"] for key, row in rows.items()}
     texts: dict[Any, frozenset[str]] = {}
 
@@ -537,6 +542,7 @@ async def memory_search(ctx: ToolContext, args: SearchArgs) -> dict[str, Any]:
     scores = dict(prefer_canonical(lift(fused, rows, weights), canonical, words_of, weights.same))
     SEARCH_LATENCY.labels("hybrid").observe(time.perf_counter() - started)
     ranked = list(scores)[: args.limit]
+    partial = query_vector is None or (own is not None and own.partial)  # some chunks found by their words only
     return {
         "results": [
             {
@@ -551,4 +557,4 @@ async def memory_search(ctx: ToolContext, args: SearchArgs) -> dict[str, Any]:
             }
             for key in ranked
         ]
-    }
+    } | ({"meaningSearch": "partial"} if partial else {})

@@ -133,7 +133,8 @@ async def remember(ctx: ToolContext, args: RememberArgs) -> dict[str, Any]:
         return await _remember_in_session(ctx, fragment, args.linkedTo or [])
     async with ctx.uow(ctx.scope) as uow:
         fragment_id, created = await store_fragment(ctx, uow, fragment, args.linkedTo)
-    return {"success": True, "id": fragment_id, "created": created}
+        indexed = not created and bool(await repo.indexed(uow.conn, ctx.scope, ctx.profile.id, [fragment_id]))
+    return {"success": True, "id": fragment_id, "created": created, "indexed": indexed}
 
 
 @handles("batch_remember")
@@ -154,6 +155,12 @@ async def batch_remember(ctx: ToolContext, args: BatchRememberArgs) -> dict[str,
         for index, fragment in sorted(built, key=lambda pair: (pair[1]["content_hash"], pair[0])):
             fragment_id, created = await store_fragment(ctx, uow, fragment)
             results.append({"index": index, "id": fragment_id, "created": created})
+        # a new row's vector comes later (the embedder); a duplicate's may be there already
+        again = [r["id"] for r in results if r.get("created") is False]
+        indexed = await repo.indexed(uow.conn, ctx.scope, ctx.profile.id, again)
+    for r in results:
+        if "id" in r:
+            r["indexed"] = r["id"] in indexed
     results.sort(key=lambda r: r["index"])
     created = sum(1 for r in results if r.get("created"))
     failed = sum(1 for r in results if "error" in r)
@@ -187,7 +194,9 @@ async def _remember_in_session(ctx: ToolContext, fragment: dict[str, Any], linke
     ttl_s = ctx.settings.session_ttl_minutes * 60
     stored_id = await working_memory.append(ctx.redis, key, entry, ttl_s)
     # the session id is returned so the agent can pass it to `context` later
-    return {"success": True, "id": stored_id, "created": stored_id == entry["id"], "sessionId": ctx.scope.session_id}
+    # working memory is never searched by meaning: `indexed` is false
+    return {"success": True, "id": stored_id, "created": stored_id == entry["id"], "indexed": False,
+            "sessionId": ctx.scope.session_id}  # fmt: skip
 
 
 async def _check_session_links(ctx: ToolContext, key: str, targets: list[str]) -> None:

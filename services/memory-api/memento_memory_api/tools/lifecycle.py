@@ -81,6 +81,7 @@ async def memory_before_turn(ctx: ToolContext, args: BeforeTurnArgs) -> dict[str
         said = [turns.text_of(i) for i in current if i.get("role") in ("user", None)]
         asked = "\n".join(said).strip()
         facts: list[tuple[str, str]] = []
+        partial = False
         if asked and settings.memory_recall_facts_limit:
             # the whole turn for the words, the question of its last message for the meaning (recall.question):
             # the model's time grows with every token it reads
@@ -92,6 +93,7 @@ async def memory_before_turn(ctx: ToolContext, args: BeforeTurnArgs) -> dict[str
             async with engine.searching(ctx, query) as (uow, found):  # the session's items in the same transaction
                 fused = found.fused()[: settings.memory_recall_facts_limit]
                 facts = [(i, found.rows[i]["content"]) for i, _ in fused]
+                partial = found.partial
                 events, earlier = await _session_items(ctx, uow, args.session_id, asked)
         else:
             async with ctx.uow(ctx.scope) as uow:
@@ -107,13 +109,16 @@ async def memory_before_turn(ctx: ToolContext, args: BeforeTurnArgs) -> dict[str
         recalled_ids = [fact_id for fact_id, text in facts if text in kept_facts]
         ctx.access.record(ctx.scope, recalled_ids)
         status = "ok"
-        return {
+        answer = {
             "input_items": items,
             "recall_fact_ids": recalled_ids,
             "recall_insight_ids": [],
             "context_token_count": turns.tokens(items),
             "turn_id": args.turn_id or turns.default_turn_id(),
         }
+        if partial:  # some facts were found by their words only (engine.Found.partial)
+            answer["meaning_search"] = "partial"
+        return answer
     finally:
         MEMORY_BEFORE_TURN.labels(status).inc()
 
@@ -164,21 +169,22 @@ async def memory_after_turn(ctx: ToolContext, args: AfterTurnArgs) -> dict[str, 
             MEMORY_IDEMPOTENCY_CONFLICTS.inc()
             raise busy(f"turn_id: turn {args.turn_id!r} is being committed by another call; retry")
         try:
-            await _commit(ctx, args, claim)
+            indexed = await _commit(ctx, args, claim)
         except BaseException:
             async with ctx.uow(ctx.scope) as uow:  # give the claim back (only ours), so a retry can go at once
                 await sessions.release_turn(uow.conn, ctx.scope, args.session_id, args.turn_id, claim)
             raise
         status = "ok"
-        return {"ok": True}
+        return {"ok": True, "indexed": indexed}
     finally:
         MEMORY_AFTER_TURN.labels(status).inc()
         MEMORY_AFTER_TURN_DURATION.observe((time.perf_counter() - started) * 1000)
 
 
-async def _commit(ctx: ToolContext, args: AfterTurnArgs, claim: str) -> None:
+async def _commit(ctx: ToolContext, args: AfterTurnArgs, claim: str) -> bool:
     """The turn's writes, once: its new items as events and the facts they state, under the session's lock, and only
-    while this call still holds the turn (a claim taken over as stale writes nothing)."""
+    while this call still holds the turn (a claim taken over as stale writes nothing). Returns whether every fact it
+    stored already has its vector (a new one never has)."""
     settings = ctx.settings
     items = turns.without_recall([turns.as_dict(i) for i in args.input_items])
     outputs = [turns.as_dict(i) for i in args.output_items]
@@ -194,9 +200,11 @@ async def _commit(ctx: ToolContext, args: AfterTurnArgs, claim: str) -> None:
             raise busy(f"turn_id: turn {args.turn_id!r} was taken over by another call; retry")
         known = await _known_hashes(uow, ctx, args.session_id, len(items) + len(outputs))
         await _store_events(uow, ctx, args, _delta(items, known) + outputs)
-        await _store_facts(ctx, uow, candidates)
+        stored = await _store_facts(ctx, uow, candidates)
+        indexed = stored <= await repo.indexed(uow.conn, ctx.scope, ctx.profile.id, sorted(stored))
         await sessions.touch_meta(uow.conn, ctx.scope, args.session_id, args.user_id)
         await sessions.finish_turn(uow.conn, ctx.scope, args.session_id, args.turn_id, claim)
+    return indexed
 
 
 async def _known_hashes(uow: UnitOfWork, ctx: ToolContext, session_id: str, extra: int) -> set[str]:
@@ -261,9 +269,9 @@ async def _facts(ctx: ToolContext, items: list[dict[str, Any]]) -> list[tuple[st
     return list(once.values())
 
 
-async def _store_facts(ctx: ToolContext, uow: UnitOfWork, candidates: list[tuple[str, str]]) -> None:
+async def _store_facts(ctx: ToolContext, uow: UnitOfWork, candidates: list[tuple[str, str]]) -> set[str]:
     """New facts go to the daily tier (L1); a fact stated again moves up to the weekly tier (L2); one already weekly
-    is left as it is (not rewritten)."""
+    is left as it is (not rewritten). Returns the ids of the turn's facts, new and said again."""
     settings, now = ctx.settings, datetime.now(UTC)
     rows = []
     for content, kind in candidates[:20]:
@@ -285,9 +293,10 @@ async def _store_facts(ctx: ToolContext, uow: UnitOfWork, candidates: list[tuple
     # (two sessions of one workspace) each waited for the other's uncommitted insert of the same words: a deadlock.
     # The facts said again are moved after every insert, in id order, as every writer that locks several rows does
     # (the access flush deadlocked with a turn moving them in its words' order)
-    again = []
+    again, stored = [], set()
     for row in sorted(rows, key=lambda r: r["content_hash"]):
         fact_id, created = await store_fragment(ctx, uow, row)
+        stored.add(fact_id)
         if created:
             MEMORY_FACT_WRITES.labels("l1").inc()
         else:
@@ -306,3 +315,4 @@ async def _store_facts(ctx: ToolContext, uow: UnitOfWork, candidates: list[tuple
                 now + timedelta(days=settings.memory_l2_retention_days),
             )
             MEMORY_FACT_WRITES.labels("l2").inc()
+    return stored
