@@ -56,6 +56,9 @@ class Query:
     # recall's other filters (repositories.fragments.narrowed): min_importance, is_anchor, case_id, created_from/_to
     narrow: dict | None = None
     limit: int = CANDIDATES  # per list
+    # text the caller hands the model word for word beside the answer (a turn's session items): the caller's rows
+    # without a vector that it holds are not embedded for their meaning (recall.fresh)
+    shown: str | None = None
 
 
 @dataclass
@@ -149,7 +152,7 @@ async def _gather(
         await conn.execute("SELECT set_config('plan_cache_mode', 'force_custom_plan', true)")
     filters = {"superseded": query.superseded, "tags": query.tags, "narrow": query.narrow}
     # the caller's rows still waiting for their vector: read first, so their passages embed while the rest runs
-    own = await fresh.start(ctx, conn, agents, _filters(query)) if embedding is not None else None
+    own = await fresh.start(ctx, conn, agents, _filters(query), query.shown) if embedding is not None else None
     try:
         await _candidates(ctx, query, conn, agents, embedding, l1_read, found, filters, own)
     finally:

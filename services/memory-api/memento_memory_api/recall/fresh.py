@@ -75,9 +75,12 @@ def own_agents(ctx: ToolContext, agents: list[str] | None) -> list[str]:
     return agents if agents is not None else [ctx.scope.agent_id]
 
 
-async def start(ctx: ToolContext, conn: asyncpg.Connection, agents: list[str] | None, filters: dict) -> Fresh | None:
+async def start(
+    ctx: ToolContext, conn: asyncpg.Connection, agents: list[str] | None, filters: dict, shown: str | None = None
+) -> Fresh | None:
     """Read the caller's fresh rows (one statement of a few index entries) and start embedding their passages; None
-    when the feature is off. `filters` are the search's (topic, type, superseded, tags, narrow)."""
+    when the feature is off. `filters` are the search's (topic, type, superseded, tags, narrow); a row whose content
+    `shown` holds (text the caller hands the model beside the answer) is left to the words."""
     settings = ctx.settings
     if settings.recall_fresh_rows <= 0:
         return None
@@ -97,6 +100,8 @@ async def start(ctx: ToolContext, conn: asyncpg.Connection, agents: list[str] | 
     fresh = Fresh()
     used = 0
     for row in rows:  # newest first; the first is embedded whatever its size
+        if shown and row["content"] in shown:
+            continue  # already in front of the model word for word: its meaning cannot add to what it reads
         if fresh.rows and used + row["estimated_tokens"] > settings.recall_fresh_tokens:
             fresh.over_budget += 1
             continue

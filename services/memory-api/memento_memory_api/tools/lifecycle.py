@@ -82,22 +82,22 @@ async def memory_before_turn(ctx: ToolContext, args: BeforeTurnArgs) -> dict[str
         asked = "\n".join(said).strip()
         facts: list[tuple[str, str]] = []
         partial = False
+        async with ctx.uow(ctx.scope) as uow:
+            events, earlier = await _session_items(ctx, uow, args.session_id, asked)
         if asked and settings.memory_recall_facts_limit:
             # the whole turn for the words, the question of its last message for the meaning (recall.question):
-            # the model's time grows with every token it reads
+            # the model's time grows with every token it reads. The session's own items go back to the model word
+            # for word, so a fact they state that has no vector yet needs no meaning scored (recall.fresh)
             query = engine.Query(
                 text=asked[:2000],
                 embed_text=last_message(said),
                 limit=max(engine.CANDIDATES, settings.memory_recall_facts_limit),
+                shown="\n".join(turns.text_of(e["item"]) for e in [*earlier, *events]),
             )
-            async with engine.searching(ctx, query) as (uow, found):  # the session's items in the same transaction
+            async with engine.searching(ctx, query) as (_, found):
                 fused = found.fused()[: settings.memory_recall_facts_limit]
                 facts = [(i, found.rows[i]["content"]) for i, _ in fused]
                 partial = found.partial
-                events, earlier = await _session_items(ctx, uow, args.session_id, asked)
-        else:
-            async with ctx.uow(ctx.scope) as uow:
-                events, earlier = await _session_items(ctx, uow, args.session_id, asked)
         # older items that match the question first (seed §9.3 search_limit), then the recent ones, oldest first
         context = [_line(e) for e in sorted(earlier, key=lambda e: e["id"]) if turns.text_of(e["item"]).strip()]
         context += [_line(e) for e in events if turns.text_of(e["item"]).strip()]
