@@ -107,7 +107,7 @@ async def shutdown(state: Any) -> None:
     await _bounded("llm", state.llm.aclose())
     if state.heuristic is not None:
         await _bounded("heuristic", state.heuristic.aclose())
-    await _bounded("l1_keeper_redis", close_state_redis(state.l1_keeper.redis, state.queue))
+    await _bounded("state_redis", close_state_redis(state.state_redis, state.queue))
     await _bounded("queue", state.queue.aclose())
     if state.l1_redis is not None:
         await _bounded("request_redis", state.l1_redis.aclose())
@@ -154,11 +154,13 @@ def create_app(settings: Settings) -> FastAPI:
         state.partition_verdicts = PartitionVerdicts()
         state.write_back = VectorWriteBack(state.pool)
         state.access.start()
+        # the state Redis for background work (tasks' records, L1's rebuild) with the queue's timeouts, not
+        # REDIS_TIMEOUT_SECONDS: the gateway reads tasks there, whichever Redis holds the queues
+        state.state_redis = background_state_redis(settings, state.queue)
         state.tasks = TaskRunner(state)
         state.relay = Relay(state.pool, state.queue, settings.database_url, settings=settings)
         state.relay.start()
-        # the rebuild's long pipelines run in the background with the queue's timeouts, not REDIS_TIMEOUT_SECONDS
-        keeper_redis = background_state_redis(settings, state.queue) if settings.redis_enabled else None
+        keeper_redis = state.state_redis if settings.redis_enabled else None
         state.l1_keeper = L1Keeper(keeper_redis, state.pool, weights=l1_layout.weights(settings.memory_config))
         await state.l1_keeper.start()
         log.info("memory_api.started", extra={"profile": state.profile.id})

@@ -103,5 +103,5 @@ class EmbeddingClient:
 
 async def _nth(task: asyncio.Future[np.ndarray], index: int) -> np.ndarray:
     vectors = await asyncio.shield(task)
-    row: np.ndarray = vectors[index]
+    row: np.ndarray = vectors[index].copy()  # not a view: the cache would keep the whole batch alive
     return row

@@ -25,7 +25,7 @@ def _encoder() -> Any:
         return None
 
 
-CACHED_CHARS = 4096  # texts up to this long are remembered (4,096 of them at most: a few MB)
+CACHED_CHARS = 4096  # texts up to this long are remembered, 4,096 of them at most (tens of MB in the worst case)
 
 
 def count_tokens(text: str) -> int:

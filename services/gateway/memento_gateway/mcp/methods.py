@@ -115,6 +115,10 @@ async def _subscription(message: Message, call: Call, gw: Gateway) -> dict[str, 
     principal = call.principal
     if not principal.has_scope("read"):
         raise RpcError(INVALID_PARAMS, "this credential lacks the 'read' scope", message.id)
+    if not principal.allows_workspace(principal.workspace):  # a tool call's is checked by memory-api; this is not one
+        raise RpcError(
+            INVALID_PARAMS, f"workspace: {principal.workspace!r} is not allowed for this credential", message.id
+        )
     if message.method == "resources/unsubscribe":
         await gw.subscriptions.unsubscribe(call.session.id, principal.tenant_id, principal.workspace, uri)
         return {}

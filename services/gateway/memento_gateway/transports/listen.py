@@ -80,6 +80,10 @@ async def open_stream(
     space = common.workspace(request)
     if isinstance(space, Response):
         return space
+    if not caller.principal.allows_workspace(space):  # memory-api checks a tool call's; this one never reaches it
+        return JSONBody(
+            error_response(message.id, INVALID_PARAMS, f"workspace: {space!r} is not allowed for this credential")
+        )
     slot = secrets.token_urlsafe(12)
     if not await gw.streams.claim(caller.identity, slot):
         return common.too_many(5, f"at most {gw.settings.max_streams_per_principal} open streams per credential")

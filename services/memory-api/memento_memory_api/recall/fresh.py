@@ -169,9 +169,14 @@ class VectorWriteBack:
     path, each batch in a transaction of its own under the searching principal (RLS), in key order (as every multi-row
     writer locks). A clash or a failure only leaves them to the embedder, which would have written them anyway."""
 
+    MOST_AT_ONCE = 2  # connections the write-back may hold: a burst of searches must not take the pool from requests
+    MOST_WAITING = 64  # batches waiting past that are dropped (the embedder writes them from the outbox anyway)
+
     def __init__(self, pool: asyncpg.Pool) -> None:
         self.pool = pool
         self._tasks: set[asyncio.Task] = set()
+        self._slots = asyncio.Semaphore(self.MOST_AT_ONCE)
+        self._pending: set[tuple] = set()  # (sql, key) of rows being written: two searches write a row once
 
     def submit(self, scope: Scope, profile_id: str, rows: list[Any], vectors: list[np.ndarray]) -> None:
         """Fragments' vectors, each kept only while its row still holds the content embedded (STORE_SQL)."""
@@ -182,10 +187,16 @@ class VectorWriteBack:
 
     def write(self, scope: Scope, sql: str, batch: list[tuple]) -> None:
         """`sql` for each tuple of `batch` (its last item a vector), in the order of the rest."""
-        ordered = sorted(batch, key=lambda args: args[:-1])
+        fresh = [args for args in batch if (sql, args[:-1]) not in self._pending]
+        if not fresh or len(self._tasks) >= self.MOST_WAITING:
+            return
+        ordered = sorted(fresh, key=lambda args: args[:-1])
+        keys = {(sql, args[:-1]) for args in ordered}
+        self._pending |= keys
         task = asyncio.create_task(self._write(scope, sql, ordered))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+        task.add_done_callback(lambda _: self._pending.difference_update(keys))
 
     async def _write(self, scope: Scope, sql: str, batch: list[tuple]) -> None:
         principal = {"tenant_id": scope.tenant_id, "workspace": scope.workspace, "agent_id": scope.agent_id}
@@ -195,7 +206,8 @@ class VectorWriteBack:
                 await conn.executemany(sql, batch)
 
         try:
-            await retrying_clashes(once, "fresh vector write-back")
+            async with self._slots:
+                await retrying_clashes(once, "fresh vector write-back")
         except Exception as exc:  # the embedder writes it from the outbox event anyway
             log.warning("recall.fresh_write_back_failed", extra={"error_type": type(exc).__name__})
 
