@@ -44,13 +44,23 @@ from bench.report import (
     RESULTS,
     ROOT,
     TARGETS,
+    cores_text,
     model_p95,
     percentiles,
     replace_readme_block,
     resolve_target,
     share,
 )
-from bench.run import WORKSPACE, System, Workload, direct, query_embedding_time, through_gateway, wait_for_l1
+from bench.run import (
+    WORKSPACE,
+    System,
+    Workload,
+    cpu_share,
+    direct,
+    query_embedding_time,
+    through_gateway,
+    wait_for_l1,
+)
 from bench.worker_consolidation import row_changes
 from memento_memory_api.recall.question import question
 from memento_shared.settings import Settings
@@ -361,12 +371,13 @@ async def turn_loop(system: System, seed: str, run: str, sessions: int, turns: i
     after: list[float] = []
     names = [f"bench-{run}-s{sessions}-{k}" for k in range(sessions)]
     talks = {name: conversation(seed, name, turns, project) for name in names}
-    started = time.perf_counter()
+    cpu_before, started = system.cpu_seconds(), time.perf_counter()
     await asyncio.gather(*(session_loop(system, name, talk, before, after) for name, talk in talks.items()))
     elapsed = time.perf_counter() - started
     rate = round(len(before) / elapsed, 1)
+    cores = cpu_share(cpu_before, system.cpu_seconds(), elapsed)
     return {
-        "before": percentiles(before) | {"throughput_per_s": rate},
+        "before": percentiles(before) | {"throughput_per_s": rate, "cores": cores},
         "after": percentiles(after) | {"throughput_per_s": rate},
         # what before_turn embedded, turn by turn (the measured turns'): its user message's question
         "asked": [said for talk in talks.values() for said, _ in talk[WARM_TURNS:]],
@@ -449,10 +460,12 @@ async def main_async(args: argparse.Namespace) -> dict:
         for concurrency in args.concurrency:
             for path, ops in PROTOCOL_OPS.items():
                 for op in ops:
-                    started = time.perf_counter()
+                    cpu_before, started = system.cpu_seconds(), time.perf_counter()
                     latencies = await paths[path](system, workload, op, concurrency, args.ops)
+                    elapsed = time.perf_counter() - started
                     stats = percentiles(latencies)
-                    stats["throughput_per_s"] = round(len(latencies) / (time.perf_counter() - started), 1)
+                    stats["throughput_per_s"] = round(len(latencies) / elapsed, 1)
+                    stats["cores"] = cpu_share(cpu_before, system.cpu_seconds(), elapsed)
                     if missing := no_vector.new():  # warm-up calls included
                         stats["no_query_vector"] = missing
                     if texts := workload.asked.pop(op, []):
@@ -573,7 +586,7 @@ def print_report(results: dict) -> None:
             f"{r['op']:20} {r['path']:10} {r['concurrency']:>2} {r['p50_ms']:>8} {r['p95_ms']:>8} {r['p99_ms']:>8} "
             f"{r['throughput_per_s']:>7} {model_p95(r):>9} {share(r):>7}  {mark(r):>10}  {r['seed']}"
         )
-    for line in notes(results):
+    for line in [*notes(results), cores_text(results)]:
         print(line)
 
 
@@ -596,7 +609,8 @@ def markdown(results: dict) -> str:
             f"| {r['op']} | {r['path']} | {r['concurrency']} | {r['p50_ms']} | {r['p95_ms']} | {r['p99_ms']} "
             f"| {r['throughput_per_s']} | {model_p95(r)} | {share(r)} | {mark(r)} | {r['seed']} |"
         )
-    return "\n".join([*lines, "", *(f"{line}\n" for line in notes(results))]).rstrip()
+    shares = [cores_text(results)] if cores_text(results) else []
+    return "\n".join([*lines, "", *(f"{line}\n" for line in [*notes(results), *shares])]).rstrip()
 
 
 def main() -> None:

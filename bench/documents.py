@@ -8,6 +8,7 @@ time, and each upsert's answer → all its chunks searchable by meaning. Writes 
 and refreshes the README's `documents` block.
 
     python -m bench.documents [--port P] [--data-dir DIR] [--ranking-only]
+    python -m bench.documents --replay documents-ranking-<time>.json   # the ranking again from a run's stored lists
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ import secrets
 import sys
 import time
 import uuid
-from dataclasses import asdict
+from dataclasses import asdict, replace
+from pathlib import Path
 
 import asyncpg
 import numpy as np
@@ -41,8 +43,10 @@ from memento_memory_api.tools.documents import (
     TRIGRAM_TOP_K,
     Weights,
     beside,
+    distinct_words,
     fuse,
     lift,
+    prefer_canonical,
 )
 from memento_memory_api.uow import Scope
 from memento_shared.db.rls import set_principal
@@ -61,6 +65,7 @@ LABEL = {
     "fused": "fused, memory-api's weights (chosen on all: in-sample)",
     "gateway": "memory.search (gateway)",
     "held_out": "fused, weights and neighbour lift chosen on the other folds (held out)",
+    "held_out_before": "the same without the canonical preference (held out; before issue 48)",
 } | {f"lift {v}": f"fused, neighbour lift {v}, weights chosen on the other folds (held out)" for v in fusion.LIFTS}
 TYPES = ("keyword", "paraphrase", "identifier")
 MRR_DEPTH = 20
@@ -162,7 +167,7 @@ async def rank(system: System, client: Client, workspace: str, profile: tuple[st
     embedder = InternalClient(system.service_url("embedder"), timeout_s=30)
     conn = await asyncpg.connect(system.info["database_url"], server_settings={"search_path": "agent_memory,public"})
     await register_vector(conn)
-    per_query, disagree, raw = [], [], []
+    per_query, disagree, raw, preferred, texts = [], [], [], [], {}
     try:
         for q in queries:
             words, identifier = terms(q["query"]), identifier_in(q["query"])
@@ -183,16 +188,22 @@ async def rank(system: System, client: Client, workspace: str, profile: tuple[st
                 rows = await repo.chunk_rows(conn, listed)
                 # the chunks beside every listed one, so the folds can lift whichever chunks a weighting ranks best
                 rows.update(await repo.chunk_rows(conn, list({n for k in listed for n in beside(k)} - set(rows))))
-            canonical = {k: r["is_canonical"] for k, r in rows.items() if k in listed}
+            canonical = {k: r["is_canonical"] for k, r in rows.items()}
             coverage = max(covered, default=0.0)
             relevant = answers(q, docs, ids)
             hits = {k: [a for a, answer in enumerate(relevant) if hit(answer, (k[0], rows[k]["heading_path"]))]
                     for k in rows}  # fmt: skip
+            words = {k: distinct_words(r["text"]) for k, r in rows.items()}
+            texts.update((key_text(k), r["text"]) for k, r in rows.items())
             raw.append({"id": q["id"], "type": q["type"], "doc": q["relevant"][0]["doc"], "lists": dict(lists),
                         "canonical": canonical, "coverage": coverage, "lexical_coverage": covered,
                         "hits": {k: a for k, a in hits.items() if a}, "answers": len(relevant),
-                        "present": set(rows)})  # fmt: skip
-            fused = lift(fuse(lists, canonical, Weights.of(settings), coverage), rows, Weights.of(settings))
+                        "present": set(rows), "words": words})  # fmt: skip
+            shipped = Weights.of(settings)
+            plain = lift(fuse(lists, canonical, shipped, coverage), rows, shipped)
+            fused = prefer_canonical(plain, canonical, words.__getitem__, shipped.same)
+            if [k for k, _ in fused[:MRR_DEPTH]] != [k for k, _ in plain[:MRR_DEPTH]]:
+                preferred.append(q["id"])
             lists["seed"] = [key for key, _ in fuse(lists, canonical, SEED, coverage)]
             lists["fused"] = [key for key, _ in fused]
             ranked = {name: [(k[0], list(rows[k]["heading_path"])) for k in keys] for name, keys in lists.items()}
@@ -207,7 +218,7 @@ async def rank(system: System, client: Client, workspace: str, profile: tuple[st
         await conn.close()
         await embedder.aclose()
     print("bench: choosing the fusion weights on held-out folds ...", flush=True)
-    tuning = fusion.tune(raw, SEED)
+    before, tuning = retune(raw, Weights.of(settings).same)
     summary = {}
     for group in ("all", *TYPES):
         chosen = [p for p in per_query if group in ("all", p["type"])]
@@ -215,17 +226,67 @@ async def rank(system: System, client: Client, workspace: str, profile: tuple[st
             name: {m: round(sum(p[name][m] for p in chosen) / len(chosen), 3) for m in ("recall@5", "recall@10", "mrr")}
             for name in LISTS
         }
-        summary[group]["held_out"] = tuning["summary"][group]["held_out"]
-        for value, scores in tuning["summary"][group]["held_out_lift"].items():
-            summary[group][f"lift {value}"] = scores
+        summary[group].update(held_out_rows(before, tuning, group))
     for record in raw:  # chunk keys as text, for the results file
         record["lists"] = {n: [key_text(k) for k in keys] for n, keys in record["lists"].items()}
         record["canonical"] = [key_text(k) for k, c in record["canonical"].items() if c]
         record["hits"] = {key_text(k): a for k, a in record["hits"].items()}
         record["present"] = sorted(key_text(k) for k in record["present"])
+        del record["words"]  # the chunks' texts are kept once, in `chunk_texts`
     return {"summary": summary, "fused_vs_gateway_disagree": disagree, "per_query": per_query,
             "tuning": {k: v for k, v in tuning.items() if k != "per_query_held_out"},
-            "shipped": asdict(Weights.of(settings)), "lists_per_query": raw}  # fmt: skip
+            "tuning_before": {k: v for k, v in before.items() if k != "per_query_held_out"},
+            "canonical_preference_changed_top20": preferred,
+            "shipped": asdict(Weights.of(settings)), "lists_per_query": raw, "chunk_texts": texts}  # fmt: skip
+
+
+def retune(raw: list[dict], same: float) -> tuple[dict, dict]:
+    """The weights chosen and scored on held-out folds twice: without the canonical preference (the seed's weighting
+    has none: the figures before issue 48) and with it at `same`, as memory-api ships it."""
+    return fusion.tune(raw, SEED), fusion.tune(raw, replace(SEED, same=same))
+
+
+def held_out_rows(before: dict, tuning: dict, group: str) -> dict:
+    rows = {"held_out": tuning["summary"][group]["held_out"], "held_out_before": before["summary"][group]["held_out"]}
+    return rows | {f"lift {value}": s for value, s in tuning["summary"][group]["held_out_lift"].items()}
+
+
+def replay(path: str) -> dict:
+    """A results file's ranking again, from its stored lists and chunk texts, with this checkout's fusion and
+    canonical preference (no system started): the held-out rows and memory-api's in-sample row recomputed, the
+    single lists' rows and the gateway's as that run measured them."""
+    results = json.loads((Path(path) if Path(path).exists() else RESULTS / path).read_text())
+    ranking, texts = results["ranking"], results["ranking"]["chunk_texts"]
+
+    def key(text: str) -> tuple:
+        item, version, index = text.rsplit("/", 2)
+        return item, int(version), int(index)
+
+    raw = []
+    for r in ranking["lists_per_query"]:
+        present = {key(k) for k in r["present"]}
+        raw.append(r | {"lists": {n: [key(k) for k in ks] for n, ks in r["lists"].items()},
+                        "canonical": {key(k): True for k in r["canonical"]},
+                        "hits": {key(k): a for k, a in r["hits"].items()}, "present": present,
+                        "words": {k: distinct_words(texts[key_text(k)]) for k in present}})  # fmt: skip
+    same = Settings.model_fields["document_canonical_same_words"].default
+    shipped = replace(Weights(**ranking["shipped"]), same=same)
+    before, tuning = retune(raw, same)
+    for group in ("all", *TYPES):
+        chosen = [q for q in raw if group in ("all", q["type"])]
+        ranking["summary"][group]["fused"] = fusion.mean(fusion.metrics(q, fusion.ranking(q, shipped)) for q in chosen)
+        ranking["summary"][group].update(held_out_rows(before, tuning, group))
+    ranking["tuning"] = {k: v for k, v in tuning.items() if k != "per_query_held_out"}
+    ranking["tuning_before"] = {k: v for k, v in before.items() if k != "per_query_held_out"}
+    ranking["shipped"] = asdict(shipped)
+    ranking["canonical_preference_changed_top20"] = [
+        q["id"]
+        for q in raw
+        if fusion.ranking(q, shipped)[:MRR_DEPTH] != fusion.ranking(q, replace(shipped, same=0))[:MRR_DEPTH]
+    ]
+    results["replayed_from"] = results.pop("file")
+    results["command"] = "python -m bench.documents " + " ".join(sys.argv[1:])
+    return results
 
 
 def key_text(key: tuple) -> str:
@@ -348,7 +409,7 @@ def lines(results: dict) -> tuple[list[str], list[str]]:
     s = results["ranking"]["summary"]
     table = ["| ranking | recall@5 | recall@10 | MRR@20 | " + " | ".join(f"{t} r@10 / MRR" for t in TYPES) + " |",
              "|---|---|---|---|" + "---|" * len(TYPES)]  # fmt: skip
-    for name in (*LISTS, "held_out", *(f"lift {v}" for v in fusion.LIFTS)):
+    for name in (*LISTS, "held_out", "held_out_before", *(f"lift {v}" for v in fusion.LIFTS)):
         cells = [s["all"][name][m] for m in ("recall@5", "recall@10", "mrr")]
         cells += [f"{s[t][name]['recall@10']} / {s[t][name]['mrr']}" for t in TYPES]
         table.append(f"| {LABEL[name]} | " + " | ".join(map(str, cells)) + " |")
@@ -402,10 +463,16 @@ def main() -> None:
     parser.add_argument("--concurrency", type=lambda s: [int(x) for x in s.split(",")], default=[1, 8])
     parser.add_argument("--no-readme", action="store_true", help="do not refresh the README block")
     parser.add_argument("--ranking-only", action="store_true", help="the ranking alone: no latency, no README block")
+    parser.add_argument("--replay", metavar="FILE", help="re-tune a results file's stored lists (bench/results/)")
     args = parser.parse_args()
-    results = asyncio.run(main_async(args))
+    if args.replay:
+        args.ranking_only = True
+        results = replay(args.replay)
+    else:
+        results = asyncio.run(main_async(args))
     RESULTS.mkdir(parents=True, exist_ok=True)
-    results["file"] = f"documents-{'ranking-' if args.ranking_only else ''}{time.strftime('%Y%m%d-%H%M%S')}.json"
+    kind = "replay-" if args.replay else "ranking-" if args.ranking_only else ""
+    results["file"] = f"documents-{kind}{time.strftime('%Y%m%d-%H%M%S')}.json"
     (RESULTS / results["file"]).write_text(json.dumps(results, indent=2) + "\n")
     table, rows = lines(results)
     print("\n" + "\n".join(table) + "\n\n" + "\n".join(rows))

@@ -11,6 +11,10 @@ The neighbour lift (`DOCUMENT_NEIGHBOUR_LIFT`, memory-api's `lift`) is one more 
 fused list: the folds choose it with the weights, and each lift value is also scored held out on its own (the
 weights chosen on the other folds with the lift held at that value), so the values compare on equal terms. The
 chunks beside each query's listed ones are read by bench.documents (`present`), as memory.search reads them.
+
+The canonical preference (`DOCUMENT_CANONICAL_SAME_WORDS`, memory-api's `prefer_canonical`) applies after the lift to
+every candidate, with the share its seed weighting carries (`same`), reading each chunk's words from the query's
+`words`; bench.documents tunes once with it off (the figures before issue 48) and once as shipped.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ import itertools
 from collections.abc import Iterable
 from dataclasses import asdict, replace
 
-from memento_memory_api.tools.documents import Weights, fuse, lift
+from memento_memory_api.tools.documents import Weights, fuse, lift, prefer_canonical
 
 FOLDS = 5
 DEPTH = 20
@@ -58,9 +62,14 @@ def metrics(query: dict, ranked: list) -> dict[str, float]:
     return {"recall@5": recall(5), "recall@10": recall(10), "mrr": 1 / first if first else 0.0}
 
 
+def ordered(query: dict, fused: list, weights: Weights) -> list:
+    """The chunk keys of a fused list after the lift and the canonical preference, as memory.search orders them."""
+    lifted = lift(fused, query["present"], weights)
+    return [key for key, _ in prefer_canonical(lifted, query["canonical"], query["words"].__getitem__, weights.same)]
+
+
 def ranking(query: dict, weights: Weights) -> list:
-    fused = fuse(query["lists"], query["canonical"], weights, query["coverage"])
-    return [key for key, _ in lift(fused, query["present"], weights)]
+    return ordered(query, fuse(query["lists"], query["canonical"], weights, query["coverage"]), weights)
 
 
 def mean(per_query: Iterable[dict[str, float]]) -> dict[str, float]:
@@ -79,8 +88,7 @@ def scored(queries: list[dict], candidates: list[Weights]) -> dict[str, list[dic
         for q in queries:
             if fresh:
                 fused[q["id"]] = fuse(q["lists"], q["canonical"], base, q["coverage"])
-            ranked = [key for key, _ in lift(fused[q["id"]], q["present"], weights)]
-            table[q["id"]].append(metrics(q, ranked))
+            table[q["id"]].append(metrics(q, ordered(q, fused[q["id"]], weights)))
     return table
 
 

@@ -59,6 +59,7 @@ from bench import ab
 from bench.ab import OFF
 from bench.report import RESULTS, ROOT, replace_readme_block
 from bench.run import System
+from memento_shared.settings import Settings
 from memento_shared.text.keywords import extract_keywords
 
 DATA = ROOT.parent / "shared" / "data" / "locomo-dev.json"
@@ -206,6 +207,7 @@ ISSUE_53_OFF = {
     "RECALL_ROUNDS": "0",
 }
 FIRST = {"RECALL_CONTEXT_WEIGHT": "1", "RECALL_LIFT": "0.7", "RECALL_TIME_BOOST": "0.3", **ISSUE_53_OFF}
+SHIPPED = {f.alias: str(f.default) for f in Settings.model_fields.values() if f.alias in FIRST}
 VARIANTS: dict[str, tuple[str, dict[str, str]]] = {
     "shipped": ("the defaults (RECALL_* unset)", {}),
     "first": ("the first settings: context weight 1, lift 0.7, time boost 0.3", {}),
@@ -258,6 +260,16 @@ VARIANTS: dict[str, tuple[str, dict[str, str]]] = {
     "defaults_no_lift": ("the defaults without the neighbour lift", {"RECALL_LIFT": "0"}),
     "defaults_no_time": ("the defaults without the time boost", {"RECALL_TIME_BOOST": "0"}),
     "defaults_decompose_0.5": ("the defaults with multi-part questions split, weight 0.5", {"RECALL_DECOMPOSE": "0.5"}),
+    # issue 46: the question's text the model reads, bounded tighter than the shipped 32 tokens (which leave every
+    # LoCoMo question whole); the shipped order otherwise (its settings written out over FIRST)
+    "question_24": (
+        "the shipped order, the question embedded within 24 tokens",
+        {**SHIPPED, "QUERY_EMBED_MAX_TOKENS": "24"},
+    ),
+    "question_16": (
+        "the shipped order, the question embedded within 16 tokens",
+        {**SHIPPED, "QUERY_EMBED_MAX_TOKENS": "16"},
+    ),
 }
 # variants that change the defaults rather than the first settings
 _DEFAULTS_CHANGED = ("issue28", "no_stems", "no_answer", "no_question", "no_rounds", "no_context_floor", "answer_lift",

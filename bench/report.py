@@ -115,6 +115,8 @@ def print_table(results: dict) -> None:
             f"{r['op']:20} {r['path']:10} {r['concurrency']:>2} {r['p50_ms']:>8} {r['p95_ms']:>8} {r['p99_ms']:>8} "
             f"{r['throughput_per_s']:>7} {model_p95(r):>9} {share(r):>7}  {target:>9}  {r['seed']}"
         )
+    if shares := cores_text(results):
+        print(shares)
     if results.get("memory_mb"):
         print("memory (PSS MB): " + ", ".join(f"{k} {v}" for k, v in results["memory_mb"].items()))
     if results.get("full_collections"):
@@ -143,6 +145,8 @@ def markdown(results: dict) -> str:
             f"| {r['op']} | {r['path']} | {r['concurrency']} | {r['p50_ms']} | {r['p95_ms']} | {r['p99_ms']} "
             f"| {r['throughput_per_s']} | {model_p95(r)} | {share(r)} | {target} | {r['seed']} |"
         )
+    if shares := cores_text(results):
+        lines += ["", shares]
     if results.get("embedding_lag"):
         lag = results["embedding_lag"]
         lines += [
@@ -160,6 +164,19 @@ def markdown(results: dict) -> str:
             + ".",
         ]
     return "\n".join(lines)
+
+
+def cores_text(results: dict) -> str:
+    """Where the time of the rows that embed went at the highest concurrency: the cores each process used (the model
+    runs in the embedder; 2 cores in all), beside the share of the model's own throughput the row reached."""
+    top = max((int(k.rsplit("|c", 1)[1]) for k in results["latency"]), default=1)
+    parts = []
+    for key, stats in results["latency"].items():
+        op, path, level = key.split("|")
+        if level == f"c{top}" and "model_throughput_per_s" in stats and stats.get("cores"):
+            used = ", ".join(f"{name} {cores}" for name, cores in sorted(stats["cores"].items(), key=lambda p: -p[1]))
+            parts.append(f"{op} ({path}, {share(stats)} of the model's throughput): {used}")
+    return (f"Cores used per process at {top} clients: " + "; ".join(parts) + ".") if parts else ""
 
 
 def collections_text(collections: dict[str, dict]) -> str:

@@ -437,10 +437,13 @@ async def main_async(args: argparse.Namespace) -> dict:
                     if op in ON_IDS and not ids:
                         continue
                     workload.conflicts = 0
+                    cpu_before = system.cpu_seconds()
                     started = time.perf_counter()
                     latencies = await fn(system, workload, op, concurrency, args.ops)
                     elapsed = time.perf_counter() - started
                     stats = percentiles(latencies) | {"throughput_per_s": round(len(latencies) / elapsed, 1)}
+                    if not args.url:  # where the row's time went: cores each process used meanwhile
+                        stats["cores"] = cpu_share(cpu_before, system.cpu_seconds(), elapsed)
                     if workload.conflicts:  # warm-up calls included
                         stats["conflicts"] = workload.conflicts
                     if (texts := workload.asked.pop(op, [])) and not args.url:

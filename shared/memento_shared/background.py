@@ -6,13 +6,14 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
+from typing import Any
 
 import asyncpg
 
 log = logging.getLogger(__name__)
 
 
-async def cancel(task: asyncio.Task | None) -> None:
+async def cancel(task: asyncio.Task[Any] | None) -> None:
     """Cancel a background task and wait until it has unwound."""
     if task is not None:
         task.cancel()

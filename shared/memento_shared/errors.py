@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from enum import StrEnum
+from typing import Any
 
 
 class ErrorCode(StrEnum):
@@ -35,8 +36,8 @@ class MementoError(Exception):
         self.field = field
         self.retryable = code in RETRYABLE if retryable is None else retryable
 
-    def to_body(self) -> dict:
-        error: dict = {"code": self.code.value, "message": self.message, "retryable": self.retryable}
+    def to_body(self) -> dict[str, Any]:
+        error: dict[str, Any] = {"code": self.code.value, "message": self.message, "retryable": self.retryable}
         if self.field:
             error["field"] = self.field
         return {"error": error}

@@ -40,8 +40,8 @@ class Event:
 
 
 def envelope(
-    event_id: str, event_type: str, tenant_id: str, workspace: str, payload: dict, traceparent: str | None
-) -> dict:
+    event_id: str, event_type: str, tenant_id: str, workspace: str, payload: dict[str, Any], traceparent: str | None
+) -> dict[str, Any]:
     """What travels through arq as the job's only argument (JSON, never pickle)."""
     return {
         "event_id": event_id,

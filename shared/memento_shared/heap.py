@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import gc
 import time
+from typing import Any
 
 from memento_shared.telemetry.metrics import GC_FROZEN, GC_PAUSE
 
@@ -42,7 +43,7 @@ def observe_pauses() -> None:
     gc.callbacks.append(_observe)
 
 
-def _observe(phase: str, info: dict) -> None:
+def _observe(phase: str, info: dict[str, Any]) -> None:
     if phase == "start":
         _started.append(time.perf_counter())
     elif _started:

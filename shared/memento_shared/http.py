@@ -6,6 +6,7 @@ import contextlib
 import socket
 import time
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import uvicorn
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -55,7 +56,7 @@ class RequestMetrics:
         started = time.perf_counter()
         status = {"code": 500}
 
-        async def send_wrapper(message: dict) -> None:
+        async def send_wrapper(message: dict[str, Any]) -> None:
             if message["type"] == "http.response.start":
                 status["code"] = message["status"]
             await send(message)

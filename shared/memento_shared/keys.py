@@ -10,6 +10,7 @@ and scripts or multi-key commands over them work. The rule:
 - A few keys belong to no tenant. L1's control keys (ready marker, generation, rebuild lock, wanted weights) share
   the tag `{l1}`, since one script reads three of them; the session index is split into `SESSION_INDEX_BUCKETS`
   sets tagged `{sessions.<n>}`, so no one server takes every session's expiry slide.
+- A task's keys (its record, lease and cancel) carry the task's random id as their tag: its creation writes two.
 - Keys named by a random id that only its holder knows, and that no command combines with another key (OAuth
   state before sign-in, console sessions, failed-sign-in buckets per client address), carry no tag: the cluster
   hashes the whole key, which spreads them like a tag of their own id would. They keep the names they had before
@@ -144,7 +145,7 @@ def resource_subscriptions(tenant_id: str, session_id: str) -> str:
 OAUTH_PREFIX = "memento:oauth:"  # + client:<id>, pending:<id>, code:<sha256>, refresh:<sha256>, revoked:<jti>, ...
 CONSOLE_SESSION_PREFIX = "console:session:"  # + the cookie's random id
 CONSOLE_FLOW_PREFIX = "console:oauth:"  # + an OAuth state
-TASK_PREFIXES = ("memento:task:", "memento:task-lease:", "memento:task-cancel:")  # + a task's random id
+TASK_PREFIXES = ("memento:task:", "memento:task-lease:", "memento:task-cancel:")  # + a task's random id, as a tag
 
 
 # Every key the state Redis may hold, as a regular expression over the whole key, and the tag it must carry
@@ -168,7 +169,7 @@ PATTERNS: list[tuple[str, str | None]] = [
     (rf"memento:streams:{_T}:.*", "tenant"),
     (rf"memento:resource-subscribers:{_T}:[0-9a-f]{{64}}", "tenant"),
     (rf"memento:resource-subscriptions:{_T}:.+", "tenant"),
-    (r"memento:task(-lease|-cancel)?:[^{}]+", None),
+    (r"memento:task(-lease|-cancel)?:\{[^{}]+\}", "{task id}"),
     (r"memento:oauth:[a-z-]+:[^{}]+", None),
     (r"console:session:[^{}]+", None),
     (r"console:oauth:[^{}]+", None),

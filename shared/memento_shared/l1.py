@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 from datetime import datetime
+from typing import Any
 
 from redis.exceptions import RedisError
 
@@ -37,7 +38,7 @@ Weights = tuple[float, float]  # MEMORY_CONFIG.ranking's importanceWeight, recen
 DEFAULT_WEIGHTS: Weights = (0.6, 0.4)
 
 
-def weights(memory_config: dict) -> Weights:
+def weights(memory_config: dict[str, Any]) -> Weights:
     ranking = memory_config.get("ranking", {})
     return (
         float(ranking.get("importanceWeight", DEFAULT_WEIGHTS[0])),
@@ -61,7 +62,9 @@ def score(importance: float, created_at: datetime, w: Weights = DEFAULT_WEIGHTS)
     return w[0] * float(importance) + w[1] * created_at.timestamp() / (30 * 86400)
 
 
-async def remove(redis, tenant_id: str, workspace: str, agent_id: str, fragment_id: str, keywords: list[str]) -> None:
+async def remove(
+    redis: Any, tenant_id: str, workspace: str, agent_id: str, fragment_id: str, keywords: list[str]
+) -> None:
     """Drop one fragment from its keyword sets (forget, amend, expiry). Callers treat Redis errors as non-fatal."""
     if redis is None or not keywords:
         return
@@ -79,7 +82,7 @@ return 1
 """
 
 
-async def invalidate(redis) -> bool:
+async def invalidate(redis: Any) -> bool:
     """Drop the ready marker after a write to L1 was lost (Redis failed mid-write, then came back with its data) or
     its scores' weights changed: every memory-api replica then stops reading L1 at once and rebuilds it from
     Postgres, and a rebuild already under way will not mark it ready. False when Redis still does not answer; the

@@ -15,7 +15,7 @@ import asyncio
 import json
 import logging
 import re
-from typing import Protocol
+from typing import Any, Protocol
 
 import openai
 from google import genai
@@ -33,7 +33,7 @@ _FENCE = re.compile(r"```(?:json)?\s*\n([\s\S]*?)```", re.I)
 _MAX_STARTS = 64  # bounds the work on a long answer full of brackets
 
 
-def json_array(text: str) -> list | None:
+def json_array(text: str) -> list[Any] | None:
     """The JSON array in a model's answer, which may wrap it in prose or a ```json fence: the first array that parses,
     looked for inside fences first (prose may hold brackets of its own, "[1]"); None when the answer holds none."""
     if not text:

@@ -71,8 +71,16 @@ class Settings(BaseSettings):
     # every search embeds its text's question, not all of it (memory-api recall/question.py): at most this many
     # tokens. 32 leaves every LoCoMo question whole; a 300-word turn embeds its last question (~16 tokens)
     query_embed_max_tokens: int = Field(32, alias="QUERY_EMBED_MAX_TOKENS", ge=8, le=512)
+    # a canonical chunk ranks above a note saying the same thing among the top results: they share this share of the
+    # larger one's distinct words (0: off)
+    document_canonical_same_words: float = Field(0.7, alias="DOCUMENT_CANONICAL_SAME_WORDS", ge=0, le=1)
     # store_memory embeds on the request path: how long it waits for the vector before storing without it
     inline_embedding_timeout_s: float = Field(1.0, alias="INLINE_EMBEDDING_TIMEOUT_SECONDS", ge=0, le=30)
+    # a search also scores, by meaning, the caller's own newest rows still waiting for their vector (memory-api
+    # recall/fresh.py, issue 47): the newest this many written rows are read, and those without a vector embedded up
+    # to this many tokens (the model's time grows with every token: ~2.4 ms each on one core). 0 rows: off
+    recall_fresh_rows: int = Field(8, alias="RECALL_FRESH_ROWS", ge=0, le=64)
+    recall_fresh_tokens: int = Field(1024, alias="RECALL_FRESH_TOKENS", ge=16, le=8192)
     # store_memory's `similar` cut-off (cosine) for an embedding profile not calibrated in recall/similar.py
     similar_min_score: float = Field(0.5, alias="SIMILAR_MIN_SCORE", ge=0, le=1)
     # the skip list's meaning match (cosine) for a profile not calibrated in recall/similar.py; unset: words only

@@ -36,17 +36,18 @@ return 1
 """
 
 
-# named by the task's random id alone (memento_shared.keys: no tag, each key hashed whole)
+# named by the task's random id, as their hash tag (memento_shared.keys): a task's record, lease and cancel share a
+# slot (one server answers a task's pipeline)
 def key(task_id: str) -> str:
-    return f"{keys.TASK_PREFIXES[0]}{task_id}"
+    return f"{keys.TASK_PREFIXES[0]}{{{task_id}}}"
 
 
 def lease_key(task_id: str) -> str:
-    return f"{keys.TASK_PREFIXES[1]}{task_id}"
+    return f"{keys.TASK_PREFIXES[1]}{{{task_id}}}"
 
 
 def cancel_key(task_id: str) -> str:
-    return f"{keys.TASK_PREFIXES[2]}{task_id}"
+    return f"{keys.TASK_PREFIXES[2]}{{{task_id}}}"
 
 
 def new_id() -> str:
@@ -63,10 +64,11 @@ def owner(tenant_id: str, subject: str) -> str:
 
 
 async def create(redis: Any, record: dict[str, Any]) -> None:
-    """Durable before it is answered: a tasks/get for it resolves once this returns."""
-    async with redis.pipeline(transaction=True) as pipe:
-        pipe.set(key(record["id"]), json.dumps(record), ex=TTL_S, nx=True)
+    """Durable before it is answered: a tasks/get for it resolves once this returns. No MULTI (a cluster client's
+    pipeline has none): the lease first, so a record is never seen without the runner's lease unless it died."""
+    async with redis.pipeline(transaction=False) as pipe:
         pipe.set(lease_key(record["id"]), "1", ex=LEASE_S)
+        pipe.set(key(record["id"]), json.dumps(record), ex=TTL_S, nx=True)
         await pipe.execute()
 
 

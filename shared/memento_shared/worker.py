@@ -22,7 +22,7 @@ import json
 import logging
 import signal
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC
 from typing import Any
@@ -37,6 +37,7 @@ from opentelemetry import trace
 from opentelemetry.instrumentation.utils import suppress_instrumentation
 from redis.exceptions import RedisError
 from starlette.applications import Starlette
+from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import BaseRoute, Route
 
@@ -154,7 +155,7 @@ def retry_after_of(exc: BaseException) -> float:
     return float(value) if isinstance(value, int | float) and value > 0 else 0.0
 
 
-Handler = Callable[[dict, "Runtime"], Awaitable[None]]
+Handler = Callable[[dict[str, Any], "Runtime"], Awaitable[None]]
 
 
 @dataclass
@@ -199,7 +200,7 @@ class ProviderLimiter:
             yield
 
 
-async def write_dead_letter(rt: Runtime, envelope: dict, error: str, attempts: int) -> None:
+async def write_dead_letter(rt: Runtime, envelope: dict[str, Any], error: str, attempts: int) -> None:
     async with rt.pool.acquire() as conn, conn.transaction():
         await set_system(conn)
         await dead_letters.insert(conn, rt.name, envelope, error, attempts)
@@ -209,7 +210,7 @@ def _pending_key(job_id: str) -> str:
     return f"memento:dead-letter-pending:{job_id}"
 
 
-async def _give_up(ctx: dict, envelope: dict, error: str, attempts: int) -> None:
+async def _give_up(ctx: dict[str, Any], envelope: dict[str, Any], error: str, attempts: int) -> None:
     rt: Runtime = ctx["runtime"]
     try:
         await write_dead_letter(rt, envelope, error, attempts)
@@ -223,7 +224,7 @@ async def _give_up(ctx: dict, envelope: dict, error: str, attempts: int) -> None
     log.error("event.dead_lettered", extra={"event_type": envelope.get("event_type"), "attempts": attempts})
 
 
-async def _out_of_tries(ctx: dict, envelope: dict, max_tries: int) -> None:
+async def _out_of_tries(ctx: dict[str, Any], envelope: dict[str, Any], max_tries: int) -> None:
     """A job back after its last try: its error when that try failed but could not write the dead letter (Postgres
     away), else every try died with its worker (killed, lease lost) before reaching an error."""
     rt: Runtime = ctx["runtime"]
@@ -238,10 +239,10 @@ async def _out_of_tries(ctx: dict, envelope: dict, max_tries: int) -> None:
         await rt.redis.delete(_pending_key(ctx["job_id"]))
 
 
-async def handle_event(ctx: dict, envelope: dict) -> None:
+async def handle_event(ctx: dict[str, Any], envelope: dict[str, Any]) -> None:
     """The job function for events: restore the trace, dispatch by event type, retry or dead-letter."""
     rt: Runtime = ctx["runtime"]
-    handlers: dict[str, Handler] = ctx["handlers"]
+    handlers: Mapping[str, Handler] = ctx["handlers"]
     event_type = envelope.get("event_type", "unknown")
     handler = handlers.get(event_type)
     if handler is None:
@@ -364,7 +365,7 @@ def _traced(job: Any) -> Any:
     handle_event then continues the event's own trace."""
     inner = job.coroutine
 
-    async def coroutine(ctx: dict, *args: Any, **kwargs: Any) -> Any:
+    async def coroutine(ctx: dict[str, Any], *args: Any, **kwargs: Any) -> Any:
         token = otel_context.attach(otel_context.Context())
         try:
             return await inner(ctx, *args, **kwargs)
@@ -374,7 +375,7 @@ def _traced(job: Any) -> Any:
     return replace(job, coroutine=coroutine)  # arq named the job when it was made: the name stays
 
 
-async def _health(request) -> JSONResponse:
+async def _health(request: Request) -> JSONResponse:
     """Readiness: the worker can do its job (Postgres answers); Redis is reported, the worker retries it."""
     rt: Runtime = request.app.state.runtime
     checks = {"postgres": "up", "redis": "up"}
@@ -393,7 +394,7 @@ async def _health(request) -> JSONResponse:
     )
 
 
-async def _livez(request) -> JSONResponse:
+async def _livez(request: Request) -> JSONResponse:
     """Liveness: the job loop is alive and not stuck. Waiting for Redis or Postgres to come back counts as alive:
     restarting the process would not bring them back."""
     host: WorkerHost = request.app.state.host
@@ -447,7 +448,7 @@ class WorkerHost:
     def __init__(
         self,
         rt: Runtime,
-        handlers: dict[str, Handler],
+        handlers: Mapping[str, Handler],
         *,
         functions: Sequence[Function] = (),
         cron_jobs: Sequence[Any] = (),
@@ -555,7 +556,7 @@ class WorkerHost:
 
 async def run_worker(
     name: str,
-    handlers: dict[str, Handler],
+    handlers: Mapping[str, Handler],
     *,
     port: int,
     settings: Settings | None = None,

@@ -15,6 +15,7 @@ K8S = DEPLOY / "k8s"
 COMPOSE = ROOT / "docker-compose.yml"
 ENV_EXAMPLE = ROOT / ".env.example"
 DOCKERIGNORE = ROOT / ".dockerignore"
+DOCKERFILE = "Dockerfile"
 OPERATIONS = ROOT / "docs" / "operations.md"
 METRICS_MODULE = ROOT / "shared" / "memento_shared" / "telemetry" / "metrics.py"
 NAMESPACE = "memento"
@@ -34,7 +35,8 @@ class Svc:
 
     @property
     def dockerfile(self) -> str:
-        return f"services/{self.name}/Dockerfile"
+        """The one Dockerfile every image is built from (`--build-arg SERVICE=<name>`)."""
+        return DOCKERFILE
 
     @property
     def worker(self) -> bool:

@@ -188,7 +188,8 @@ def test_postgres_and_redis(compose: dict[str, Any]) -> None:
 def test_migrate_runs_once_before_the_services(compose: dict[str, Any]) -> None:
     migrate = compose["services"]["migrate"]
     assert migrate["command"] in ([MIGRATE_COMMAND], MIGRATE_COMMAND)
-    assert migrate["build"]["dockerfile"] in (SERVICES["gateway"].dockerfile, SERVICES["memory-api"].dockerfile)
+    assert migrate["build"]["dockerfile"] == SERVICES["memory-api"].dockerfile
+    assert migrate["build"]["args"]["SERVICE"] in ("gateway", "memory-api"), "memento-migrate ships with memento-shared"
     assert migrate.get("restart", "no") == "no"
     assert migrate["depends_on"]["postgres"]["condition"] == "service_healthy"
     env = environment(migrate)
@@ -204,6 +205,7 @@ def test_the_five_services(compose: dict[str, Any]) -> None:
         service = compose["services"][name]
         assert service["build"]["context"] == "."
         assert service["build"]["dockerfile"] == svc.dockerfile and (ROOT / svc.dockerfile).is_file(), name
+        assert service["build"]["args"] == {"SERVICE": name}, f"{name}: the one Dockerfile, built for {name}"
         deps = service["depends_on"]
         assert deps["migrate"]["condition"] == "service_completed_successfully", name
         assert deps["postgres"]["condition"] == "service_healthy", name

@@ -1,6 +1,7 @@
-"""Offline checks of the Dockerfiles and .dockerignore: Docker's own Go parser (the `dockerfile` wheel) reads each
-Dockerfile; every COPY source must exist and survive .dockerignore; the runtime stage runs the service's console
-script as the non-root user the Kubernetes manifests expect."""
+"""Offline checks of the one Dockerfile and .dockerignore: Docker's own Go parser (the `dockerfile` wheel) reads the
+Dockerfile; every COPY source must exist, for each service, and survive .dockerignore; the build argument SERVICE
+picks the service, and the runtime stage runs its console script as the non-root user the Kubernetes manifests
+expect."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from typing import Any
 import dockerfile
 import pytest
 
-from tests.deploy.common import CONSOLE_COMMANDS, DOCKERIGNORE, ROOT, SERVICES, UID
+from tests.deploy.common import DOCKERFILE, DOCKERIGNORE, ROOT, SERVICES, UID
 
 INSTRUCTIONS = {"FROM", "RUN", "CMD", "LABEL", "EXPOSE", "ENV", "ADD", "COPY", "ENTRYPOINT", "VOLUME", "USER",
                 "WORKDIR", "ARG", "ONBUILD", "STOPSIGNAL", "HEALTHCHECK", "SHELL", "MAINTAINER"}  # fmt: skip
@@ -84,58 +85,63 @@ def test_dockerignore_keeps_local_state_out_of_the_build_context() -> None:
         assert not ignored(f"services/{svc.name}/pyproject.toml"), svc.name
 
 
-@pytest.mark.parametrize("name", sorted(SERVICES))
-def test_dockerfile(name: str) -> None:
-    svc = SERVICES[name]
-    path = ROOT / svc.dockerfile
-    assert path.is_file()
-    parsed = stages(path)
+def _last(commands: list[Any], cmd: str) -> Any:
+    found = [c for c in commands if c.cmd.upper() == cmd]
+    return found[-1] if found else None
+
+
+def _joined(commands: list[Any], cmd: str) -> str:
+    return " ".join(" ".join(c.value) for c in commands if c.cmd.upper() == cmd)
+
+
+def test_one_dockerfile_builds_every_service() -> None:
+    assert not sorted((ROOT / "services").glob("*/Dockerfile")), "the services share the root Dockerfile"
+    parsed = stages(ROOT / DOCKERFILE)
     stage_names = set()
     for stage in parsed:
         base = stage[0].value
-        assert base[0] in stage_names or base[0].startswith("python:3.11"), f"{name}: FROM {base[0]}"
+        assert base[0] in stage_names or base[0].startswith("python:3.11"), f"FROM {base[0]}"
         if len(base) == 3 and base[1].upper() == "AS":
             stage_names.add(base[2])
+        assert any(c.cmd.upper() == "ARG" and c.value[0].split("=")[0] == "SERVICE" for c in stage), "ARG SERVICE"
     final = parsed[-1]
-    assert final[0].value[0].startswith("python:3.11"), f"{name}: the runtime image is python:3.11"
+    assert final[0].value[0].startswith("python:3.11"), "the runtime image is python:3.11"
 
-    def last(cmd: str, commands: list[Any] = final) -> Any:
-        found = [c for c in commands if c.cmd.upper() == cmd]
-        return found[-1] if found else None
-
-    user = last("USER")
-    assert user, f"{name}: no USER: the container would run as root"
+    user = _last(final, "USER")
+    assert user, "no USER: the container would run as root"
     uid = user.value[0].split(":")[0]
-    assert uid.isdigit() and int(uid) != 0, f"{name}: USER {uid} must be a numeric non-root uid"
-    assert int(uid) == UID, "the Kubernetes manifests run as 10001"
+    assert uid.isdigit() and int(uid) == UID, f"USER {uid}: the Kubernetes manifests run as {UID}, never root"
 
-    cmd = last("CMD")
-    assert cmd and cmd.json, f"{name}: CMD in exec (JSON) form, so signals reach the server"
-    assert list(cmd.value) == [svc.command], f"{name}: CMD {cmd.value}"
-    assert cmd.value[0] in CONSOLE_COMMANDS
-    assert last("ENTRYPOINT") is None, f"{name}: an ENTRYPOINT would wrap the command"
-    scripts = tomllib.loads((svc.folder / "pyproject.toml").read_text())["project"]["scripts"]
-    assert svc.command in scripts, f"{name}: {svc.command} is not a console script of the package"
+    cmd = _last(final, "CMD")
+    assert cmd and cmd.json and list(cmd.value) == ["memento-service"], "CMD in exec (JSON) form: signals reach it"
+    assert _last(final, "ENTRYPOINT") is None, "an ENTRYPOINT would wrap the command"
+    health = " ".join(_last(final, "HEALTHCHECK").value)
+    assert "/health" in health and "urllib" in health and "/opt/venv/memento-port" in health, health
+    env = _joined(final, "ENV")
+    assert "MEMENTO_BIND_HOST 0.0.0.0" in env, "listen on every interface in a container"
+    assert "OMP_NUM_THREADS" in env and "OMP_WAIT_POLICY PASSIVE" in env, "the embedder's OpenMP pool stays small"
 
-    expose = last("EXPOSE")
-    assert expose and expose.value[0].split("/")[0] == str(svc.port), f"{name}: EXPOSE {svc.port}"
-    health = last("HEALTHCHECK")
-    assert health and "/health" in " ".join(health.value) and "urllib" in " ".join(health.value), name
-    env = " ".join(" ".join(c.value) for c in final if c.cmd.upper() == "ENV")
-    assert "MEMENTO_BIND_HOST 0.0.0.0" in env, f"{name}: listen on every interface in a container"
-    if name == "embedder":
-        assert "OMP_NUM_THREADS" in env and "OMP_WAIT_POLICY PASSIVE" in env
+    install = _joined([c for stage in parsed for c in stage], "RUN")
+    assert "pip install --no-cache-dir" in install
+    assert not re.search(r"(^|\s)(-e|--editable)(\s|$)", install), "non-editable install"
+    assert re.search(r"(\s|^)\./shared(/|\s|$)", install) and '"./services/${SERVICE}"' in install, install
+    assert 'ln -s "memento-${SERVICE}" /opt/venv/bin/memento-service' in install, install
 
+
+@pytest.mark.parametrize("name", sorted(SERVICES))
+def test_the_dockerfile_builds(name: str) -> None:
+    """What `--build-arg SERVICE=<name>` makes of it: the sources it copies, the command and the port it checks."""
+    svc = SERVICES[name]
+    parsed = stages(ROOT / DOCKERFILE)
     all_commands = [c for stage in parsed for c in stage]
-    installs = [c for c in all_commands if c.cmd.upper() == "RUN" and "pip install" in " ".join(c.value)]
-    assert installs, f"{name}: installs with pip"
-    install = " ".join(" ".join(c.value) for c in installs)
-    assert "--no-cache-dir" in install
-    assert not re.search(r"(^|\s)(-e|--editable)(\s|$)", install), f"{name}: non-editable install"
-    assert re.search(r"(\s|^)\./shared(/|\s|$)", install) and f"./services/{name}" in install, install
+    scripts = tomllib.loads((svc.folder / "pyproject.toml").read_text())["project"]["scripts"]
+    assert f"memento-{name}" == svc.command and svc.command in scripts, f"memento-service links to {svc.command}"
+    table = _joined(all_commands, "RUN")
+    assert re.search(rf'{re.escape(name)}\) echo "{svc.port_env} {svc.port}" ;;', table), f"{name}: port in the table"
     for copy_cmd in (c for c in all_commands if c.cmd.upper() in ("COPY", "ADD")):
         if any(f.startswith("--from") for f in copy_cmd.flags):
             continue
         for source in copy_cmd.value[:-1]:
+            source = source.replace("${SERVICE}", name)
             assert (ROOT / source).exists(), f"{name}: COPY {source}: not in the repository"
             assert not ignored(source.rstrip("/") or "."), f"{name}: COPY {source} is excluded by .dockerignore"

@@ -19,6 +19,7 @@ import yaml
 
 from memento_shared.errors import ErrorCode
 from tests.deploy.common import (
+    DOCKERFILE,
     ENV_EXAMPLE,
     K8S,
     NON_SETTINGS_ENV,
@@ -217,7 +218,8 @@ def test_paths_commands_and_variables_the_docs_name_exist(docs: str) -> None:
         assert (K8S / path).is_dir(), f"the layout in docs/operations.md lists {path}"
     env_example = {line.split("=", 1)[0] for line in ENV_EXAMPLE.read_text().splitlines() if re.match(r"[A-Z]", line)}
     error_codes = {code.value for code in ErrorCode}  # tool statuses in memento_tool_calls_total
-    known = settings_env_names() | NON_SETTINGS_ENV | env_example | error_codes | NOT_VARIABLES
+    build_args = set(re.findall(r"^ARG (\w+)", (ROOT / DOCKERFILE).read_text(), re.M))  # the Dockerfile's SERVICE
+    known = settings_env_names() | NON_SETTINGS_ENV | env_example | error_codes | NOT_VARIABLES | build_args
     for name in set(re.findall(r"`([A-Z][A-Z0-9_]{3,})`", docs)):
         assert name in known, f"docs/operations.md names `{name}`, which nothing reads"
     cli = (ROOT / "services" / "memory-api" / "memento_memory_api" / "cli" / "dead_letters.py").read_text()

@@ -137,3 +137,44 @@ async def test_exclude_seen_after_context_in_the_same_session(system):
         assert pref["id"] in [f["id"] for f in loaded["coreMemory"]]
         _, rest = await call(client, "recall", {"keywords": ["style"], "excludeSeen": True, "includeLinks": False})
         assert [f["id"] for f in rest["fragments"]] == [fact["id"]]
+
+
+async def test_without_page_size_recall_answers_the_reference_default_page(system):
+    """Seed 000's reference project pages every recall: without pageSize a page is its default 20
+    (pagination.defaultPageSize), and its recall answer carries no cursor (its tool response has kept only fragments,
+    count, totalTokens and searchPath since its 2026-07 refactor). A client written for it gets those 20, the best
+    first; a client that wants the rest asks with pageSize (docs/dialects/fragments.md "Pages")."""
+    async with client_for(system, "fragments", fresh_workspace("default-page")) as client:
+        await call(client, "batch_remember", {"fragments": [note(f"default page note {i:03d}") for i in range(30)]})
+        base = {"keywords": ["paging"], "includeLinks": False, "tokenBudget": 100000}
+        _, first = await call(client, "recall", base)
+        assert first["count"] == len(first["fragments"]) == 20 and "nextCursor" not in first
+        _, paged = await call(client, "recall", {**base, "pageSize": 50})
+        assert len(paged["fragments"]) == 30
+        assert [f["id"] for f in first["fragments"]] == [f["id"] for f in paged["fragments"]][:20]
+
+
+async def test_the_reference_workspace_argument_names_the_workspace_a_call_works_in(system):
+    """Seed 000's reference project takes `workspace` on remember, batch_remember, recall and context (its agent guide
+    uses it throughout); the call then works in that workspace of the credential's tenant."""
+    home, other = fresh_workspace("ws-home"), fresh_workspace("ws-other")
+    async with client_for(system, "fragments", home) as client:
+        fact = {"content": "The billing cron runs at 02:00 UTC", "topic": "billing", "type": "procedure"}
+        failed, stored = await call(client, "remember", {**fact, "keywords": ["cron"], "workspace": other})
+        assert not failed and stored["created"]
+        batch = [
+            {"content": "Invoices retry three times", "topic": "billing", "type": "procedure", "keywords": ["cron"]}
+        ]
+        failed, _ = await call(client, "batch_remember", {"fragments": batch, "workspace": other})
+        assert not failed
+        _, here = await call(client, "recall", {"keywords": ["cron"]})
+        assert here["fragments"] == []
+        _, there = await call(client, "recall", {"keywords": ["cron"], "workspace": other})
+        assert {f["content"] for f in there["fragments"]} == {fact["content"], batch[0]["content"]}
+        _, context = await call(client, "context", {"types": ["procedure"], "workspace": other})
+        assert stored["id"] in {f["id"] for f in context["coreMemory"]}
+        failed, bad = await call(client, "recall", {"keywords": ["cron"], "workspace": "no spaces allowed"})
+        assert failed and (bad["error"]["code"], bad["error"]["field"]) == ("INVALID_PARAMETER", "workspace")
+    async with client_for(system, "fragments", other) as there_client:
+        _, direct = await call(there_client, "recall", {"keywords": ["cron"]})
+        assert stored["id"] in {f["id"] for f in direct["fragments"]}

@@ -143,3 +143,17 @@ async def test_consolidate_extract_graph_identity_and_the_deletes(system):
         assert text == f"Identity crystal {stored['id']} stored (26 chars)."
         _, text = await call(client, "memento_identity", {})
         assert text == "I keep the office running."
+
+
+async def test_a_recall_is_counted_before_the_next_one(system):
+    """The reference server raises access_count and last_accessed_at of what memento_recall returns, so the next
+    call already shows (and ranks by) it; here the count is written before the answer leaves."""
+    async with client_for(system, f"proto-access-{time.time_ns()}") as client:
+        stored, _ = await call(client, "memento_store", {"content": "The staging cluster is called nimbus"})
+        counts = []
+        for _ in range(3):
+            found, _ = await call(client, "memento_recall", {"query": "staging cluster"})
+            (memory,) = found["results"]
+            assert memory["id"] == stored["id"]
+            counts.append((memory["access_count"], memory["last_accessed_at"] is not None))
+        assert counts == [(0, False), (1, True), (2, True)]

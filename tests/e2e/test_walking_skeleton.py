@@ -48,13 +48,14 @@ async def test_tools_list_remember_and_recall_by_keywords_then_by_meaning(system
         )
         assert not stored.is_error, stored
         frag_id = payload(stored)["id"]
-        assert stored.structured_content == {"success": True, "id": frag_id, "created": True}
+        assert stored.structured_content == {"success": True, "id": frag_id, "created": True, "indexed": False}
 
         # by keywords: found at once, from Redis L1, before any embedding exists
         by_keywords = payload(await client.call_tool("recall", {"keywords": ["tuesday"]}))
         assert [(f["id"], f["tier"]) for f in by_keywords["fragments"]] == [(frag_id, "L1")]
 
-        # by a paraphrase with no word in common: only the vector path can find it, once the embedder wrote it
+        # by a paraphrase with no word in common: only meaning can find it, by the search's own scoring of the caller's
+        # fresh row (docs/fresh-writes.md) or from the index once the embedder wrote it
         query = {"text": "which weekday do we ship new versions?", "threshold": 0.5, "includeLinks": False}
         deadline = time.monotonic() + 120
         while True:

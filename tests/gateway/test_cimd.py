@@ -207,8 +207,10 @@ async def test_private_addresses_and_untrusted_certificates_are_refused_by_defau
     where = path()
     site.put(where, document(site.url(where)))
     strict = await gateways(MEMENTO_OAUTH_CIMD_CA_FILE=str(tls.ca_file))
-    assert "private or loopback" in await refusal(strict, site.url(where))  # localhost resolves to 127.0.0.1
-    assert "private or loopback" in await refusal(strict, site.url(where, host="127.0.0.1"))
+    assert "private or loopback" in await refusal(strict, f"https://localhost{where}")  # resolves to 127.0.0.1
+    assert "private or loopback" in await refusal(strict, f"https://127.0.0.1{where}")
+    # another port than https's is never fetched either: the gateway is no way to find which ports of a host answer
+    assert "port (443)" in await refusal(strict, site.url(where))
     assert site.hits[where] == 0
     untrusting = await gateways(MEMENTO_OAUTH_CIMD_ALLOW_PRIVATE_ADDRESSES="true")
     assert "TLS certificate" in await refusal(untrusting, site.url(where))
@@ -237,3 +239,12 @@ async def test_a_posted_authorization_request_is_checked_the_same_way(gateway, s
                                      headers={"Content-Type": "application/x-www-form-urlencoded"})  # fmt: skip
             assert answer.status_code == status, answer.text
     assert "client_id must equal" in answer.json()["error_description"]
+
+
+async def test_a_refused_document_is_not_fetched_again_for_a_minute(gateway, site):
+    where = path()
+    url = site.url(where)
+    site.put(where, document(url + "x"))  # names another URL as its client_id
+    for _ in range(3):
+        assert "client_id must equal" in await refusal(gateway, url)
+    assert site.hits[where] == 1

@@ -191,3 +191,23 @@ async def test_the_stream_closes_gracefully_when_its_token_expires(gateways):
             async with asyncio.timeout(WAIT_S):
                 closing = await anext(received)
     assert closing["id"] == "exp" and closing["result"]["_meta"][SUBSCRIPTION_ID] == "exp"
+
+
+async def test_a_credential_listens_and_subscribes_only_in_the_workspaces_it_allows(gateway, app_pool, tenant):
+    """Neither request reaches memory-api (where a tool call's workspace is checked): the gateway checks it itself, so
+    a key bound to one workspace cannot learn another's documents and when they change."""
+    key = await new_key(app_pool, tenant, workspaces=["mine"])
+    async with gateway.http(Authorization=f"Bearer {key}", **{"X-Memento-Workspace": "theirs"}) as http:
+        answer = await http.post(
+            "/mcp", json=listen_request(6, {"resourcesListChanged": True}), headers=stateless_headers()
+        )
+    error = answer.json()["error"]
+    assert error["code"] == -32602 and "workspace" in error["message"]
+    headers = {"Authorization": f"Bearer {key}", "X-Memento-Workspace": "theirs"}
+    url = gateway.mcp_url + "?profile=documents"
+    async with streamable_session(url, "2025-11-25", headers) as (session, _):
+        with pytest.raises(Exception, match="workspace"):
+            await session.subscribe_resource("memento://items/doc-anything")
+    headers["X-Memento-Workspace"] = "mine"
+    async with streamable_session(url, "2025-11-25", headers) as (session, _):
+        await session.subscribe_resource("memento://items/doc-anything")  # its own workspace: allowed

@@ -164,3 +164,24 @@ async def test_mcp_on_a_valkey_cluster_survives_a_primary_killed_mid_run(stack: 
         assert await queue.exists("memento:queue:embedder"), "the relay enqueued on the queue role"
     finally:
         await queue.aclose()
+
+
+async def test_a_task_on_split_roles_is_polled_to_completion(stack: Stack):
+    """A task's record lives in the state role (memento_shared.tasks, keys.py), where any gateway replica reads and
+    cancels it, whichever Redis holds the queues: memory-api wrote it to the queue role's before, and on split roles
+    every tasks/get answered "not found"."""
+    from tests.gateway.tasks_client import Tasks, get
+
+    tasks = Tasks()
+    http = create_mcp_http_client(headers={"Authorization": f"Bearer {ACCESS_KEY}"})
+    client = Client(
+        streamable_http_client(stack.gateway.url + "/mcp?profile=lifecycle", http_client=http), extensions=[tasks]
+    )
+    async with client as session:
+        result = await session.call_tool("memory_run_maintenance", {"session_id": "s1"})
+        assert not result.is_error and result.structured_content["ok"] is True, result.content
+        (created,) = tasks.created
+        done = await get(session, created.task_id)
+        assert done.status == "completed" and done.result["structuredContent"] == result.structured_content
+    found = await all_keys(stack.cluster)
+    assert any(k.startswith("memento:task:{") for k in found) and all(keys.known(k) for k in found)

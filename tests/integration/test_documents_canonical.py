@@ -1,5 +1,5 @@
-"""The `documents` dialect's canonical documents (seed 001 Part 5, DIALECTS.md "documents") through memory-api's tool
-route on real Postgres: versions only when content changes, both idempotency rules, outline anchors right after an
+"""The `documents` dialect's canonical documents (seed 001 Part 5, docs/dialects.md "documents") through memory-api's
+tool route on real Postgres: versions only when content changes, both idempotency rules, outline anchors right after an
 upsert, a section with its subsections, limits, isolation."""
 
 from __future__ import annotations
@@ -68,7 +68,8 @@ async def test_upsert_then_outline_sections_and_versions(memory_api, tenant, own
     fenced = [c for c in chunks if "def refresh" in c["text"]]
     assert len(fenced) == 1 and "return rotate(token)" in fenced[0]["text"]
     same, _ = await upsert(memory_api, tenant)  # the same content under a new key: no new version
-    assert same["result"] == {"itemId": first["result"]["itemId"], "versionNum": 1, "created": False}
+    # no worker here: the version's chunks have no vectors yet
+    assert same["result"] == {"itemId": first["result"]["itemId"], "versionNum": 1, "created": False, "indexed": False}
     changed, _ = await upsert(memory_api, tenant, SPEC.replace("monthly", "weekly"))
     assert changed["result"]["versionNum"] == 2
     old = await memory_api.call("canonical.get", {"canonicalKey": "app", "versionNum": 1}, tenant=tenant)
@@ -222,9 +223,9 @@ async def test_search_ranks_by_bm25_at_once_filters_and_boosts_canonical(memory_
 
     invoices = await search(query="when are invoices generated")
     assert invoices[0]["sectionAnchor"] == "h2:billing.invoices" and invoices[0]["isCanonical"] is True
-    # the same words in a canonical spec and in a plain note: both on top (the boost's own effect: test_document_fusion)
+    # the same words in a canonical spec and in a plain note: the spec first (test_document_fusion: prefer_canonical)
     cookies = await search(query="session cookies expire 12 hours")
-    assert sorted(h["isCanonical"] for h in cookies[:2]) == [False, True]
+    assert [h["isCanonical"] for h in cookies[:2]] == [True, False]
     assert [h["kind"] for h in await search(query="session cookies", kinds=["note"])] == ["note"]
     stalled = await search(query="what does ERR_QUEUE_STALLED mean")
     assert stalled[0]["title"] == "App" and "ERR_QUEUE_STALLED" in stalled[0]["excerpt"]

@@ -116,7 +116,7 @@ async def test_amend_archives_rederives_and_reembeds(memory_api, tenant, owner_p
     answer = await memory_api.call(
         "amend", {"id": a, "content": "deploy window is Monday; mail ops@x.io"}, tenant=tenant
     )
-    assert answer["result"] == {"success": True, "id": a, "version": 1, "supersededId": None}
+    assert answer["result"] == {"success": True, "id": a, "version": 1, "supersededId": None, "indexed": False}
     row = await owner_pool.fetchrow(
         "SELECT content, keywords, content_hash FROM agent_memory.fragments WHERE id = $1", a
     )

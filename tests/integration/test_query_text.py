@@ -69,7 +69,12 @@ async def test_every_read_embeds_its_question_once(servers, tenant):
         # though both wait for it at once (a model call as slow as a long one here)
         embedder.delay_s = 0.3
         await result(api, "memento_context", {"message": turn()}, tenant)
-        assert embedder.take() == [("query", ASKED)]
+        # and the memory just stored, which has no vector yet (no worker here): embedded once as a passage beside
+        # the question (recall.fresh), then kept (written back, and cached meanwhile): no read below asks for it again
+        assert sorted(embedder.take()) == [
+            ("document", "orders-api retries three times with backoff"),
+            ("query", ASKED),
+        ]
         embedder.delay_s = 0.0
 
         # a turn: the question of its last user message, though the whole turn is searched by its words
@@ -109,3 +114,26 @@ async def test_store_memory_embeds_its_text_once_and_searches_with_that_vector(s
         "SELECT count(*) FROM agent_memory.fragment_embeddings WHERE fragment_id = $1", stored["created"]["id"]
     )
     assert embedded == 1
+
+
+async def test_a_turn_does_not_embed_fresh_facts_its_own_session_hands_back(servers, tenant):
+    """A turn's facts, written moments ago and not embedded yet, go back to the model word for word in the next
+    turn's recall block (the session's recent items): memory_before_turn scores none of them by meaning, while another
+    session's turn and search_memories do (issue 47's fresh rows), each sharing one model call for them."""
+    embedder = NotingEmbedder()
+    fact = "The billing worker retries failed charges four times."
+    async with simple_api(servers, embedder) as api:
+        committed = await result(
+            api,
+            "memory_after_turn",
+            {"session_id": "s1", "turn_id": "t1", "input_items": [user(fact)], "output_items": []},
+            tenant,
+        )
+        assert committed["indexed"] is False  # no worker runs here: the fact waits for its vector
+        embedder.take()
+        asked = {"session_id": "s1", "turn_id": "t2", "current_input": [user("How often are charges retried?")]}
+        await result(api, "memory_before_turn", asked, tenant)
+        assert embedder.take() == [("query", "How often are charges retried?")]
+        other = {**asked, "session_id": "s2", "current_input": [user("Are failed charges retried?")]}
+        await result(api, "memory_before_turn", other, tenant)
+        assert sorted(embedder.take()) == [("document", fact), ("query", "Are failed charges retried?")]

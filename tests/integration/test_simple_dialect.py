@@ -1,4 +1,5 @@
-"""The `simple` dialect (seed 002, DIALECTS.md "simple") through memory-api's tool route on real Postgres and Valkey.
+"""The `simple` dialect (seed 002, docs/dialects.md "simple") through memory-api's tool route on real Postgres and
+Valkey.
 
 The embedder is a loopback server speaking its /v1/embeddings, answering each text with a vector the test chose, so
 the cosines `similar` compares with its cut-off are the ones arranged here (the real model's are in tests/e2e)."""

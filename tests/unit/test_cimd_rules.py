@@ -28,6 +28,10 @@ from memento_gateway.oauth.cimd import DEFAULT_CACHE_S, MAX_CACHE_S, _address_al
         ("fd00::1", False),
         ("::ffff:127.0.0.1", False),  # loopback written as IPv6
         ("224.0.0.1", False),
+        ("64:ff9b::a00:1", False),  # NAT64 of 10.0.0.1
+        ("64:ff9b::5db8:d70e", True),  # NAT64 of a public address
+        ("2002:7f00:1::1", False),  # 6to4 of 127.0.0.1
+        ("2001:0:4136:e378:8000:63bf:f5ff:fffe", False),  # Teredo, its client 10.0.0.1
     ],
 )
 def test_only_public_addresses_unless_the_operator_allows_private_ones(address, public):

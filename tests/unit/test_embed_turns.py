@@ -11,25 +11,26 @@ from memento_embedder.providers.offline import OfflineProvider
 from memento_embedder.turns import ShortestFirst
 
 
-async def served_order(lane: ShortestFirst, costs: list[float], pause_s: float = 0.0) -> list[float]:
-    """Hold the lane, queue a call of each cost (in this order, `pause_s` apart), release: the order they ran in."""
-    order: list[float] = []
+async def served_order(lane: ShortestFirst, costs: list[float], pause_s: float = 0.0) -> list[int]:
+    """Hold the lane, queue a call of each cost (in this order, `pause_s` apart), release: the calls' places in the
+    queue, in the order they ran."""
+    order: list[int] = []
     hold = asyncio.Event()
 
     async def holder() -> None:
         async with lane.turn(0):
             await hold.wait()
 
-    async def call(cost: float) -> None:
+    async def call(place: int, cost: float) -> None:
         async with lane.turn(cost):
-            order.append(cost)
+            order.append(place)
             await asyncio.sleep(0)
 
     first = asyncio.create_task(holder())
     await asyncio.sleep(0)
     calls = []
-    for cost in costs:
-        calls.append(asyncio.create_task(call(cost)))
+    for place, cost in enumerate(costs):
+        calls.append(asyncio.create_task(call(place, cost)))
         await asyncio.sleep(pause_s)
     await asyncio.sleep(0)
     hold.set()
@@ -39,7 +40,7 @@ async def served_order(lane: ShortestFirst, costs: list[float], pause_s: float =
 
 async def test_the_cheapest_waiting_call_goes_first_ties_in_arrival_order():
     lane = ShortestFirst()
-    assert await served_order(lane, [30, 10, 20, 10.0]) == [10, 10.0, 20, 30]
+    assert await served_order(lane, [30, 10, 20, 10]) == [1, 3, 2, 0]
     assert lane.waiting() == 0
     async with asyncio.timeout(1):  # free again: taken at once
         async with lane.turn(5):
@@ -49,7 +50,7 @@ async def test_the_cheapest_waiting_call_goes_first_ties_in_arrival_order():
 async def test_a_call_that_waited_past_its_patience_goes_first():
     lane = ShortestFirst(patience_s=0.05)
     # the 30 has waited longer than the patience when the lane is released: it goes before the cheaper 10
-    assert await served_order(lane, [30, 10], pause_s=0.06) == [30, 10]
+    assert await served_order(lane, [30, 10], pause_s=0.06) == [0, 1]
 
 
 async def test_a_cancelled_waiter_is_passed_over():

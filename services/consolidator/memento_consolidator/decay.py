@@ -119,6 +119,6 @@ async def _unindex(rt: Runtime, rows: list[Any]) -> None:
             return
 
 
-async def decay_all(ctx: dict) -> dict[str, Any]:
+async def decay_all(ctx: dict[str, Any]) -> dict[str, Any]:
     """The cron entry point (arq)."""
     return await decay(ctx["runtime"])

@@ -59,6 +59,6 @@ async def _unindex(rt: Runtime, scope: sessions.Scope, rows: list[Any]) -> None:
             return
 
 
-async def maintain_idle_job(ctx: dict) -> dict[str, int]:
+async def maintain_idle_job(ctx: dict[str, Any]) -> dict[str, int]:
     """The cron entry point (arq)."""
     return await maintain_idle(ctx["runtime"])

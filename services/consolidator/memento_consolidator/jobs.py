@@ -4,6 +4,7 @@ memory_consolidate awaits), `consolidate_all` on the schedule, and the `consolid
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from arq.worker import Function, func
 
@@ -15,12 +16,14 @@ from memento_shared.worker import Runtime
 log = logging.getLogger(__name__)
 
 
-async def consolidate(ctx: dict, tenant_id: str, workspace: str, progress_id: str | None = None) -> dict:
+async def consolidate(
+    ctx: dict[str, Any], tenant_id: str, workspace: str, progress_id: str | None = None
+) -> dict[str, Any]:
     """progress_id: the caller's memento_shared.progress channel, if it reports progress to an MCP client."""
     return await run_consolidation(ctx["runtime"], tenant_id, workspace, "on_demand", progress_id=progress_id)
 
 
-async def consolidate_all(ctx: dict) -> dict:
+async def consolidate_all(ctx: dict[str, Any]) -> dict[str, Any]:
     """Every (tenant, workspace) with fragments; a tenant being consolidated right now is skipped until next time.
     A scope whose run fails is logged and counted, and the sweep goes on: one tenant's bad row or a transient error
     must not cost every tenant after it its consolidation. Its stages are idempotent, so the next sweep retries."""
@@ -50,7 +53,7 @@ async def consolidate_all(ctx: dict) -> dict:
     return {"scopes": done, "skipped_busy": busy, "failed": failed}
 
 
-async def on_requested(envelope: dict, rt: Runtime) -> None:
+async def on_requested(envelope: dict[str, Any], rt: Runtime) -> None:
     """`consolidation.requested` through the outbox: the same run for the event's tenant and workspace."""
     await run_consolidation(rt, envelope["tenant_id"], envelope["workspace"], "on_demand")
 

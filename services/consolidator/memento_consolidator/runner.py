@@ -71,7 +71,7 @@ async def run_consolidation(
     *,
     wait_s: float | None = None,
     progress_id: str | None = None,
-) -> dict:
+) -> dict[str, Any]:
     """The result described in memento_shared.consolidation. wait_s: how long to wait for the tenant's lock
     (default CONSOLIDATION_LOCK_TIMEOUT_SECONDS); None for the schedule, which skips a busy tenant."""
     started = time.perf_counter()
@@ -128,7 +128,7 @@ async def run_consolidation(
     return result
 
 
-async def _open_run(pool: asyncpg.Pool, tenant_id: str, workspace: str, trigger: str):
+async def _open_run(pool: asyncpg.Pool, tenant_id: str, workspace: str, trigger: str) -> tuple[Any, int]:
     async with pool.acquire() as conn, conn.transaction():
         await set_principal(conn, tenant_id=tenant_id, workspace=workspace, agent_id="consolidator", access="admin")
         since = await conn.fetchval(
@@ -147,7 +147,7 @@ async def _open_run(pool: asyncpg.Pool, tenant_id: str, workspace: str, trigger:
     return since, run_id
 
 
-async def _close_run(pool: asyncpg.Pool, tenant_id: str, workspace: str, run_id: int, result: dict) -> None:
+async def _close_run(pool: asyncpg.Pool, tenant_id: str, workspace: str, run_id: int, result: dict[str, Any]) -> None:
     async with pool.acquire() as conn, conn.transaction():
         await set_principal(conn, tenant_id=tenant_id, workspace=workspace, agent_id="consolidator", access="admin")
         await conn.execute(

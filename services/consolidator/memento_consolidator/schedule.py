@@ -4,6 +4,8 @@ consolidator replicas one of them runs it."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from arq.cron import CronJob, cron
 
 RANGES = ((0, 59), (0, 23), (1, 31), (1, 12), (0, 6))
@@ -39,7 +41,7 @@ def parse(expression: str) -> dict[str, set[int] | None]:
     return {"minute": minute, "hour": hour, "day": day, "month": month, "weekday": weekday}
 
 
-def cron_jobs(expression: str, coroutine, timeout_s: float, name: str = "consolidate_all") -> list[CronJob]:
+def cron_jobs(expression: str, coroutine: Any, timeout_s: float, name: str = "consolidate_all") -> list[CronJob]:
     if not expression.strip():
         return []
     return [cron(coroutine, name=name, unique=True, timeout=timeout_s, **parse(expression))]

@@ -60,9 +60,9 @@ class Batcher:
             else:  # one instance: its thread serves queries too, so it keeps its priority
                 shared = ThreadLane(provider, "embed")
                 self._lanes = {"document": shared, "query": shared}
-        self._pending: list[tuple[str, Any, asyncio.Future]] = []
-        self._pump_task: asyncio.Task | None = None
-        self._in_flight: set[asyncio.Task] = set()
+        self._pending: list[tuple[str, Any, asyncio.Future[Any]]] = []
+        self._pump_task: asyncio.Task[Any] | None = None
+        self._in_flight: set[asyncio.Task[Any]] = set()
 
     async def _call(self, texts: list[str], input_type: InputType, lane_name: InputType) -> np.ndarray:
         if self._is_async:
@@ -124,7 +124,7 @@ class Batcher:
 
     async def embed_document(self, text: str, key: Any = None) -> np.ndarray:
         """Embed `text` in the next batch; with a `key` (and a store) the vector is written before this returns."""
-        future: asyncio.Future = asyncio.get_running_loop().create_future()
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._pending.append((text, key, future))
         if self._pump_task is None or self._pump_task.done():
             self._pump_task = asyncio.create_task(self._pump())
@@ -144,7 +144,7 @@ class Batcher:
             else:
                 await self._process(batch)
 
-    async def _process(self, batch: list[tuple[str, Any, asyncio.Future]]) -> None:
+    async def _process(self, batch: list[tuple[str, Any, asyncio.Future[Any]]]) -> None:
         try:
             vectors = await self._run([t for t, _, _ in batch], "document")
             keyed = [i for i, (_, key, _) in enumerate(batch) if key is not None]

@@ -5,9 +5,12 @@ re-delivered event, a replay or a backfill of something already done costs one q
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
+from memento_embedder.batching import Batcher
 from memento_embedder.registry import store_vectors
 from memento_shared.db.rls import system_transaction
+from memento_shared.text.chunking import chunk_text
 from memento_shared.worker import Runtime
 
 # (fragment, profile) pairs without a vector for the fragment's current content, in the profiles that take writes
@@ -36,7 +39,7 @@ async def embed_fragments(fragment_ids: list[str], rt: Runtime) -> int:
     return len(rows)
 
 
-async def _embed_one(batcher, row, rt: Runtime, write_here: bool) -> None:
+async def _embed_one(batcher: Batcher, row: Any, rt: Runtime, write_here: bool) -> None:
     key = (row["id"], row["content_hash"])
     if not write_here:
         await batcher.embed_document(row["content"], key)  # the batcher writes the whole batch at once
@@ -45,11 +48,11 @@ async def _embed_one(batcher, row, rt: Runtime, write_here: bool) -> None:
     await store_vectors(rt.pool, row["profile_id"], [key], vector[None, :])
 
 
-async def embed_fragment(envelope: dict, rt: Runtime) -> None:
+async def embed_fragment(envelope: dict[str, Any], rt: Runtime) -> None:
     await embed_fragments([envelope["payload"]["fragment_id"]], rt)
 
 
-async def embed_requested(envelope: dict, rt: Runtime) -> None:
+async def embed_requested(envelope: dict[str, Any], rt: Runtime) -> None:
     """Consolidation's backfill (stage 9): a batch of fragment ids."""
     await embed_fragments(list(envelope["payload"]["fragment_ids"]), rt)
 
@@ -73,11 +76,7 @@ STORE_CHUNK_SQL = (
 )
 
 
-def chunk_text(heading_path: list[str], text: str) -> str:
-    return " > ".join(heading_path) + "\n\n" + text if heading_path else text
-
-
-async def embed_document_version(envelope: dict, rt: Runtime) -> None:
+async def embed_document_version(envelope: dict[str, Any], rt: Runtime) -> None:
     """A document version's chunks, in every profile that takes writes. A canonical document's chunks go to a provider
     that embeds in context (Voyage, Jina) together, each as its own span without the overlap; otherwise, and offline,
     each chunk is embedded alone with its heading path ahead of its text (seed 001 Part 3)."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
+from typing import Any
 
 from memento_embedder import profiles
 from memento_shared.db.pool import create_pool
@@ -64,7 +65,7 @@ async def _run(args: argparse.Namespace) -> int:
         await pool.close()
 
 
-def _print(rows) -> int:
+def _print(rows: list[Any]) -> int:
     out(f"{'id':<40} {'status':<9} {'provider':<14} {'dim':>5}  progress")
     for r in rows:
         progress = ""

@@ -10,15 +10,18 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from typing import Any
 
 import asyncpg
 
 from memento_embedder import profiles
-from memento_embedder.handlers import STORE_CHUNK_SQL, chunk_text
+from memento_embedder.batching import Batcher
+from memento_embedder.handlers import STORE_CHUNK_SQL
 from memento_embedder.registry import ProfileRegistry
 from memento_shared import background
 from memento_shared.db.rls import set_system
 from memento_shared.telemetry.metrics import EMBEDDING_PROFILE_PROGRESS
+from memento_shared.text.chunking import chunk_text
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +46,7 @@ class ProfileBuilder:
         self.registry = registry
         self.interval = interval
         self.batch = batch
-        self._task: asyncio.Task | None = None
+        self._task: asyncio.Task[Any] | None = None
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run())
@@ -102,7 +105,7 @@ class ProfileBuilder:
             EMBEDDING_PROFILE_PROGRESS.labels(profile_id).set(1.0)
         return switched
 
-    async def _build_chunks(self, profile_id: str, batcher) -> None:
+    async def _build_chunks(self, profile_id: str, batcher: Batcher) -> None:
         """The documents' chunks (their latest versions) get vectors in the new profile too, before the cut-over, so
         memory.search answers by meaning on either side of it."""
         cursor: tuple[str, int] = ("", -1)

@@ -8,6 +8,7 @@ startup except the configuration.
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import asyncpg
 import numpy as np
@@ -29,7 +30,7 @@ STORE_SQL = (
 )
 
 
-async def store_vectors(pool: asyncpg.Pool, profile_id: str, keys: list, vectors: np.ndarray) -> None:
+async def store_vectors(pool: asyncpg.Pool, profile_id: str, keys: list[Any], vectors: np.ndarray) -> None:
     """Write a batch: keys are (fragment_id, content_hash). A vector is kept only if the content is still what
     was embedded; a concurrent amend re-embeds on its own event."""
     async with pool.acquire() as conn, system_transaction(conn):
@@ -50,7 +51,7 @@ class ProfileRegistry:
         settings = self.settings
         limiter = ProviderLimiter(provider.name, settings.embedding_concurrency, settings.embedding_rate_limit)
 
-        async def store(keys: list, vectors: np.ndarray) -> None:
+        async def store(keys: list[Any], vectors: np.ndarray) -> None:
             await store_vectors(self.pool, profile_id, keys, vectors)
 
         batcher = Batcher(

@@ -13,6 +13,7 @@ import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from typing import Any
 
 
 @dataclass(order=True)
@@ -20,7 +21,7 @@ class _Waiter:
     cost: float
     seq: int
     since: float = field(compare=False)
-    granted: asyncio.Future = field(compare=False)
+    granted: asyncio.Future[Any] = field(compare=False)
 
 
 class ShortestFirst:

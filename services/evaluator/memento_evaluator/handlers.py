@@ -16,6 +16,7 @@ content_hash rule; a fragment judged but still without facts (a crash between th
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from memento_evaluator import facts
 from memento_evaluator.scorers import Fragment
@@ -40,7 +41,7 @@ _WRITE_SQL = (
 )
 
 
-async def evaluate_fragment(envelope: dict, rt: Runtime) -> None:
+async def evaluate_fragment(envelope: dict[str, Any], rt: Runtime) -> None:
     fragment_id = envelope["payload"]["fragment_id"]
     async with rt.pool.acquire() as conn, system_transaction(conn):
         row = await conn.fetchrow(_LOAD_SQL, fragment_id)

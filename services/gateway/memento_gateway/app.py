@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import AsyncIterator
+from typing import Any
 
 from redis.exceptions import RedisError
 from starlette.applications import Starlette
@@ -57,7 +58,7 @@ async def redis_unavailable(request: Request, exc: Exception) -> JSONResponse:
     return JSONResponse(body, status_code=503, headers={"Retry-After": str(REDIS_DOWN_RETRY_AFTER_S)})
 
 
-def client_documents(settings: Settings, redis) -> ClientDocuments | None:
+def client_documents(settings: Settings, redis: Any) -> ClientDocuments | None:
     """OAuth clients named by a metadata document URL, unless MEMENTO_OAUTH_CIMD=false."""
     if not settings.oauth_cimd_enabled:
         return None

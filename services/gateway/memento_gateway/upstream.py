@@ -95,7 +95,8 @@ class Upstream:
             response = await self._post(f"/v1/tasks/{name}", {"arguments": arguments}, principal, session_id)
         except UpstreamUnavailable as exc:
             if str(exc) == _UNCERTAIN:  # the answer was lost: a task may have started, with an id nobody has
-                return _error("STORAGE_ERROR", "memory-api went away as the task started; check before repeating")
+                message = "memory-api went away as the task started; check before repeating"
+                return _error("STORAGE_ERROR", message, retryable=True)
             return _error("RESOURCE_BUSY", "memory-api is unavailable; nothing was started", retryable=True)
         body = _json(response)
         if not isinstance(body, dict) or ("task" not in body and "error" not in body):

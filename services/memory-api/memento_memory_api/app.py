@@ -5,7 +5,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
+from typing import Any
 
 import asyncpg
 from fastapi import FastAPI
@@ -16,6 +17,7 @@ from memento_memory_api.access import AccessRecorder
 from memento_memory_api.context import Profile
 from memento_memory_api.embedding_client import EmbeddingClient
 from memento_memory_api.outbox_relay import Relay
+from memento_memory_api.recall.fresh import VectorWriteBack
 from memento_memory_api.recall.l1 import L1Keeper
 from memento_memory_api.recall.vector import PartitionVerdicts
 from memento_memory_api.routes import console, health, keys, prompts, resources, tasks
@@ -34,23 +36,23 @@ from memento_shared.worker import background_state_redis, close_state_redis, cre
 log = logging.getLogger(__name__)
 
 
-async def load_active_profile(pool) -> Profile:
-    row = await pool.fetchrow("SELECT id, dimension FROM agent_memory.embedding_profiles WHERE is_active")
+async def load_active_profile(pool: asyncpg.Pool) -> Profile:
+    row = await pool.fetchrow("SELECT id, dimension, provider FROM agent_memory.embedding_profiles WHERE is_active")
     if row is None:
         raise RuntimeError("no active embedding profile; run memento-migrate")
-    return Profile(row["id"], row["dimension"])
+    return Profile(row["id"], row["dimension"], row["provider"])
 
 
 class ProfileWatch:
     """Follows the active embedding profile: the embedder NOTIFYs on cut-over, and a periodic re-read covers a
     missed notification. Recall then searches, and embeds queries for, the new profile."""
 
-    def __init__(self, state, dsn: str, interval: float = 30.0) -> None:
+    def __init__(self, state: Any, dsn: str, interval: float = 30.0) -> None:
         self.state = state
         self.dsn = dsn
         self.interval = interval
         self.changed = asyncio.Event()
-        self._task: asyncio.Task | None = None
+        self._task: asyncio.Task[Any] | None = None
         self._listener: asyncpg.Connection | None = None
 
     async def start(self) -> None:
@@ -82,7 +84,7 @@ class ProfileWatch:
 SHUTDOWN_STEP_SECONDS = 10.0
 
 
-async def _bounded(step: str, awaitable) -> None:
+async def _bounded(step: str, awaitable: Awaitable[Any]) -> None:
     """One shutdown step, never longer than SHUTDOWN_STEP_SECONDS: a stuck step must not keep the process (or a
     pod being replaced) alive. Which step overran is logged so it can be found."""
     try:
@@ -94,17 +96,18 @@ async def _bounded(step: str, awaitable) -> None:
         log.warning("shutdown.step_failed", extra={"step": step, "error_type": type(exc).__name__})
 
 
-async def shutdown(state) -> None:
+async def shutdown(state: Any) -> None:
     await _bounded("tasks", state.tasks.stop())
     await _bounded("relay", state.relay.stop())
     await _bounded("profile_watch", state.profile_watch.stop())
     await _bounded("l1_keeper", state.l1_keeper.stop())
     await _bounded("access_flush", state.access.stop())
+    await _bounded("fresh_write_back", state.write_back.stop())
     await _bounded("embedder_client", state.embedder.aclose())
     await _bounded("llm", state.llm.aclose())
     if state.heuristic is not None:
         await _bounded("heuristic", state.heuristic.aclose())
-    await _bounded("l1_keeper_redis", close_state_redis(state.l1_keeper.redis, state.queue))
+    await _bounded("state_redis", close_state_redis(state.state_redis, state.queue))
     await _bounded("queue", state.queue.aclose())
     if state.l1_redis is not None:
         await _bounded("request_redis", state.l1_redis.aclose())
@@ -149,12 +152,15 @@ def create_app(settings: Settings) -> FastAPI:
         state.uow = UnitOfWorkFactory(state.pool)
         state.access = AccessRecorder(state.pool, utility_half_life_days(settings))
         state.partition_verdicts = PartitionVerdicts()
+        state.write_back = VectorWriteBack(state.pool)
         state.access.start()
+        # the state Redis for background work (tasks' records, L1's rebuild) with the queue's timeouts, not
+        # REDIS_TIMEOUT_SECONDS: the gateway reads tasks there, whichever Redis holds the queues
+        state.state_redis = background_state_redis(settings, state.queue)
         state.tasks = TaskRunner(state)
         state.relay = Relay(state.pool, state.queue, settings.database_url, settings=settings)
         state.relay.start()
-        # the rebuild's long pipelines run in the background with the queue's timeouts, not REDIS_TIMEOUT_SECONDS
-        keeper_redis = background_state_redis(settings, state.queue) if settings.redis_enabled else None
+        keeper_redis = state.state_redis if settings.redis_enabled else None
         state.l1_keeper = L1Keeper(keeper_redis, state.pool, weights=l1_layout.weights(settings.memory_config))
         await state.l1_keeper.start()
         log.info("memory_api.started", extra={"profile": state.profile.id})

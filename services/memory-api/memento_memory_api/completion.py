@@ -72,7 +72,9 @@ def _target(params: dict[str, Any]) -> tuple[str, str, str]:
     raise invalid("ref.type", "must be ref/prompt or ref/resource")
 
 
-async def complete(conn: asyncpg.Connection, scope: Scope, agents: list[str] | None, params: dict[str, Any]) -> dict:
+async def complete(
+    conn: asyncpg.Connection, scope: Scope, agents: list[str] | None, params: dict[str, Any]
+) -> dict[str, Any]:
     """The completion result for one request, read in the caller's transaction (RLS applies)."""
     what, _, typed = _target(params)
     where = (scope.tenant_id, scope.workspace)

@@ -18,6 +18,7 @@ from memento_shared.settings import Settings
 class Profile:
     id: str
     dimension: int
+    provider: str = "offline"  # the embedding provider: whether a canonical document's chunks embed in context
 
 
 @dataclass
@@ -33,6 +34,7 @@ class ToolContext:
     access: Any = None  # AccessRecorder: access counts, flushed off the request path
     partition_verdicts: Any = None  # recall.vector.PartitionVerdicts: partitions not worth counting again
     l1: Any = None  # recall.l1.L1Keeper: told when an L1 write fails, says whether L1 can be read
+    write_back: Any = None  # recall.fresh.VectorWriteBack: vectors searches computed for fresh rows, written later
     progress_id: str | None = None  # memento_shared.progress channel the gateway reads, when the client wants progress
     llm: Any = None  # memento_memory_api.llm.LLM: seed 003's summaries, distillation and crystals when configured
     heuristic: Any = None  # memento_memory_api.llm.LLM: seed 004's fact extraction, when its heuristic is enabled

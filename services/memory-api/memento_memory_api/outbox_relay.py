@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from typing import Any
 
 import asyncpg
 from arq.connections import ArqRedis
@@ -96,7 +97,7 @@ async def relay_once(
 
 
 async def relay_batch(
-    conn: asyncpg.Connection, queue: ArqRedis, batch_size: int, *, durable: bool, claimed: list | None = None
+    conn: asyncpg.Connection, queue: ArqRedis, batch_size: int, *, durable: bool, claimed: list[Any] | None = None
 ) -> tuple[int, bool]:
     """relay_once's work inside the caller's transaction, which only a successful enqueue may commit; the events
     relayed are added to `claimed`, if given."""
@@ -155,8 +156,8 @@ class Relay:
         self.retention_s = settings.outbox_retention_hours * 3600
         self.wake = asyncio.Event()
         self.running = False
-        self._task: asyncio.Task | None = None
-        self._pruner: asyncio.Task | None = None
+        self._task: asyncio.Task[Any] | None = None
+        self._pruner: asyncio.Task[Any] | None = None
         self._listener: asyncpg.Connection | None = None
 
     def start(self) -> None:

@@ -27,7 +27,7 @@ def fragment(
 
 def memory(row: Any, relevance: float | None = None) -> dict[str, Any]:
     """Seed 002's Memory: any dialect's row, with confidence 1.0 unless one was given and source "extracted" unless it
-    was stored as "explicit" (DIALECTS.md "simple"); a seed-002 client sees no type. Unset optional fields are left
+    was stored as "explicit" (docs/dialects.md "simple"); a seed-002 client sees no type. Unset optional fields are left
     out, as the seed's examples show them."""
     answer = {
         "id": row["id"],

@@ -34,7 +34,7 @@ class TaskRunner:
 
     @property
     def redis(self) -> Any:
-        return self.state.queue
+        return self.state.state_redis  # the state role's (REDIS_URL), where the gateway reads and cancels tasks
 
     async def start(self, principal: Principal, name: str, arguments: Any, session_id: str | None) -> dict[str, Any]:
         """The new task's record; MementoError for a call that would fail at once (answered as the tool's error)."""

@@ -13,7 +13,7 @@ from memento_shared.errors import invalid
 from memento_shared.sessions import text_of
 from memento_shared.settings import Settings
 from memento_shared.text.tokenizer import count_tokens
-from memento_shared.tools.lifecycle import ResponseItem
+from memento_shared.tools.lifecycle import ConversationWindow, ResponseItem
 
 RECALL_PREFIX = "Memory recall:"
 
@@ -24,6 +24,17 @@ def default_turn_id() -> str:
 
 def as_dict(item: ResponseItem) -> dict[str, Any]:
     return item.model_dump(exclude_none=True)
+
+
+def conversation_window(args: ConversationWindow) -> list[dict[str, Any]]:
+    """The current input as `conversation_items` + `current_input_start` + `current_input_count` name it."""
+    if args.current_input_start is None or args.current_input_count is None:
+        raise invalid("current_input_start", "conversation_items needs current_input_start and current_input_count")
+    items = args.conversation_items or []
+    if args.current_input_start + args.current_input_count > len(items):
+        raise invalid("current_input_count", f"runs past the {len(items)} conversation_items")
+    window = items[args.current_input_start : args.current_input_start + args.current_input_count]
+    return [as_dict(i) for i in window]
 
 
 def is_recall(item: dict[str, Any]) -> bool:
@@ -92,13 +103,18 @@ def fit(facts: list[str], context: list[str], fixed_tokens: int, budget: int) ->
     never cut. Returns the facts and context kept and how many context lines were dropped."""
     facts, context = list(facts), list(context)
     dropped = 0
-
-    def size() -> int:
-        return fixed_tokens + count_tokens(recall_block(facts, context, dropped))
-
-    while context and size() > budget:
+    # counted line by line, each line once (and a token for each line break): the block's own count can only be
+    # smaller (a break may merge with the text before it), and re-encoding the whole block for each line cut was
+    # most of a turn's Python
+    fact_tokens = [count_tokens(f"- {fact}") + 1 for fact in facts]
+    context_tokens = [count_tokens(line) + 1 for line in context]
+    # the headers and the note of dropped lines, at most
+    size = fixed_tokens + count_tokens(recall_block(["x"], ["x"], 1)) + sum(fact_tokens) + sum(context_tokens)
+    while context and size > budget:
         context.pop(0)
+        size -= context_tokens.pop(0)
         dropped += 1
-    while facts and size() > budget:
+    while facts and size > budget:
         facts.pop()
+        size -= fact_tokens.pop()
     return facts, context, dropped

@@ -33,7 +33,7 @@ class UnitOfWork:
     events: list[Event] = field(default_factory=list)
     after_commit: list[Any] = field(default_factory=list)
 
-    def emit(self, event_type: str, payload: dict) -> None:
+    def emit(self, event_type: str, payload: dict[str, Any]) -> None:
         self.events.append(Event(event_type, self.scope.tenant_id, self.scope.workspace, payload))
 
 

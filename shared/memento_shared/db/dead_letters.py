@@ -7,6 +7,8 @@ is still taken by the finished job's kept result, and a fresh id starts the trie
 
 from __future__ import annotations
 
+from typing import Any
+
 import asyncpg
 
 _COLUMNS = (
@@ -15,7 +17,7 @@ _COLUMNS = (
 )
 
 
-async def insert(conn: asyncpg.Connection, queue: str, envelope: dict, error: str, attempts: int) -> None:
+async def insert(conn: asyncpg.Connection, queue: str, envelope: dict[str, Any], error: str, attempts: int) -> None:
     # A replay that fails again updates the same row and opens it again (replayed_at back to NULL).
     await conn.execute(
         "INSERT INTO agent_memory.dead_letters (event_id, queue, tenant_id, workspace, event_type, payload,"
@@ -70,7 +72,7 @@ async def open_counts(conn: asyncpg.Connection) -> dict[tuple[str, str], int]:
     return {(r["queue"], r["event_type"]): r["n"] for r in rows}
 
 
-def envelope_of(row: asyncpg.Record) -> dict:
+def envelope_of(row: asyncpg.Record) -> dict[str, Any]:
     return {
         "event_id": str(row["event_id"]),
         "event_type": row["event_type"],

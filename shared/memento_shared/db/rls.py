@@ -9,7 +9,7 @@ and the only way to set a principal.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Literal
 
 import asyncpg
@@ -101,5 +101,5 @@ async def _rollback(conn: asyncpg.Connection) -> None:
         pass
 
 
-def system_transaction(conn: asyncpg.Connection) -> AsyncIterator[asyncpg.Connection]:
+def system_transaction(conn: asyncpg.Connection) -> AbstractAsyncContextManager[asyncpg.Connection]:
     return transaction_as(conn, tenant_id="", workspace="", agent_id="system", access="system")

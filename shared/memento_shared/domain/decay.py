@@ -9,8 +9,9 @@ from datetime import datetime
 
 HALF_LIFE_HOURS = 168.0
 ACCESS_BOOST_MAX = 2.0
-# DIALECTS.md writes the access boost as 1 + log2(1 + n), at most 2; the reference server scales the log by 0.3,
-# without which a single access would already reach the cap and "frequently accessed" could not count
+# The access boost, plainly 1 + log2(1 + n) at most 2, takes the reference server's 0.3 scale on the log
+# (docs/dialects.md "protocol"): without it one access would already reach the cap and "frequently accessed" could not
+# count
 ACCESS_LOG_SCALE = 0.3
 LAST_ACCESS_HALF_LIFE_HOURS = 48.0
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from typing import Any
 
 from opentelemetry import context, propagate, trace
 from opentelemetry.sdk.resources import Resource
@@ -47,7 +48,7 @@ def instrument_clients() -> None:
     _INSTRUMENTED = True
 
 
-def traced_asgi(app):
+def traced_asgi(app: Any) -> Any:
     """Server spans for an ASGI app, continuing the caller's trace from its traceparent header."""
     from opentelemetry.instrumentation.asgi import OpenTelemetryMiddleware
 

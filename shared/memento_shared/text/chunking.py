@@ -277,3 +277,9 @@ def _overlap_start(text: str, units: list[tuple[int, int, bool]], lo: int, hi: i
             break
         a += 1
     return a
+
+
+def chunk_text(heading_path: Sequence[str], text: str) -> str:
+    """What the model reads for a chunk embedded alone (offline, seed 001 Part 3): its heading path ahead of its text,
+    since a chunk alone loses the context its headings give. The embedder and memory.search's fresh chunks both."""
+    return " > ".join(heading_path) + "\n\n" + text if heading_path else text

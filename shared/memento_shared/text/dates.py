@@ -201,7 +201,7 @@ _KO_PERIOD_UNITS = {"주말": "weekend", "주": "week", "달": "month", "해": "
 
 def _alt(words: object) -> str:
     """A regex alternation of the words, longest first so a prefix never wins over the whole word."""
-    return "|".join(re.escape(w).replace(r"\ ", r"\s+") for w in sorted(words, key=len, reverse=True))  # type: ignore[arg-type]
+    return "|".join(re.escape(w).replace(r"\ ", r"\s+") for w in sorted(words, key=len, reverse=True))  # type: ignore[call-overload]
 
 
 _MONTH_ANY = _alt(_MONTHS)

@@ -36,7 +36,7 @@ def stem(word: str) -> str:
                 return word[: -len(particle)]
         return word
     if _LATIN.search(word) and word.isalpha():
-        return _ENGLISH.stemWord(word)
+        return str(_ENGLISH.stemWord(word))
     return word
 
 

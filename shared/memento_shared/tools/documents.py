@@ -1,4 +1,4 @@
-"""Seed 001 tool contracts (the `documents` profile), as its Part 5 registers them (DIALECTS.md "documents")."""
+"""Seed 001 tool contracts (the `documents` profile), as its Part 5 registers them (docs/dialects.md "documents")."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field, StringConstraints
 
-from memento_shared.tools.spec import Args, ToolSpec
+from memento_shared.tools.spec import INDEXED, PARTIAL, Args, ToolSpec
 
 PROFILE = "documents"
 
@@ -35,6 +35,7 @@ class UpsertResult(BaseModel):
     itemId: str
     versionNum: int
     created: bool = Field(description="True when this call wrote a new version")
+    indexed: bool | None = Field(None, description=f"For its chunks: {INDEXED}. As of the key's first answer")
 
 
 class GetArgs(Args):
@@ -99,6 +100,7 @@ class CommittedItem(BaseModel):
     itemId: str
     versionNum: int
     created: bool
+    indexed: bool | None = Field(None, description=f"For its chunks: {INDEXED}. As of the key's first answer")
 
 
 class CommitResult(BaseModel):
@@ -146,6 +148,7 @@ class SearchHit(BaseModel):
 
 class SearchResult(BaseModel):
     results: list[SearchHit]
+    meaningSearch: Literal["partial"] | None = Field(None, description=PARTIAL)
 
 
 class RestoreArgs(Args):
@@ -163,6 +166,9 @@ class RestoredItem(BaseModel):
     title: str
     versionNum: int
     reason: str = Field(description="pinned, canonical, latest_snapshot, recent_troubleshooting or goal")
+    sectionAnchors: list[str] | None = Field(
+        None, description="For a canonical document the goal brought in (reason canonical): the sections included"
+    )
 
 
 class RestoreResult(BaseModel):

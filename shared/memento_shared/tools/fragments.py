@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, Field, StringConstraints
 
 from memento_shared.domain.fragments import FragmentType, RelationType
-from memento_shared.tools.spec import Args, ToolSpec
+from memento_shared.tools.spec import INDEXED, PARTIAL, Args, ToolSpec
 
 PROFILE = "fragments"
 
@@ -18,6 +18,10 @@ FragmentId = Annotated[str, StringConstraints(min_length=1, max_length=64)]
 Keyword = Annotated[str, StringConstraints(min_length=1, max_length=64, pattern=r"\S")]
 Topic = Annotated[str, StringConstraints(min_length=1, max_length=200, pattern=r"\S")]
 Score = Annotated[float, Field(ge=0.0, le=1.0)]
+Workspace = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.-]{1,64}$")]
+# the reference project's `workspace` argument: this call works in that workspace of the credential's tenant (it must
+# be allowed by the credential) instead of the connection's (X-Memento-Workspace)
+WORKSPACE_DESCRIPTION = "Work in this workspace instead of the connection's (one the credential allows)"
 
 
 CaseId = Annotated[str, StringConstraints(min_length=1, max_length=128, pattern=r"\S")]
@@ -57,6 +61,7 @@ class RememberArgs(FragmentFields):
         "permanent", description="permanent (default) or session (working memory, expires with the session)"
     )
     agentId: AgentId | None = Field(None, description="Agent namespace; 'default' when omitted")
+    workspace: Workspace | None = Field(None, description=WORKSPACE_DESCRIPTION)
 
 
 class BatchRememberArgs(Args):
@@ -73,6 +78,7 @@ class BatchRememberArgs(Args):
         "and the others are stored."
     )
     agentId: AgentId | None = Field(None, description="Agent namespace; 'default' when omitted")
+    workspace: Workspace | None = Field(None, description=WORKSPACE_DESCRIPTION)
 
 
 class BatchEntryError(BaseModel):
@@ -86,6 +92,7 @@ class BatchEntryResult(BaseModel):
     index: int = Field(description="The entry's position in `fragments`")
     id: str | None = Field(None, description="The stored fragment (or its existing duplicate)")
     created: bool | None = Field(None, description="false: that content was already stored (or earlier in the batch)")
+    indexed: bool | None = Field(None, description=INDEXED)
     error: BatchEntryError | None = Field(None, description="Why this entry was not stored; the others were")
 
 
@@ -101,6 +108,7 @@ class RememberResult(BaseModel):
     success: bool
     id: str
     created: bool
+    indexed: bool = Field(description=INDEXED)
     sessionId: str | None = Field(None, description="For scope session: the session whose working memory holds it")
 
 
@@ -166,6 +174,9 @@ class RecallArgs(Args):
     )
     excludeSeen: bool = Field(False, description="Leave out fragments a context call of this session already loaded")
     agentId: AgentId | None = Field(None, description="Agent namespace")
+    workspace: Workspace | None = Field(
+        None, description=WORKSPACE_DESCRIPTION + "; a cursor's pages are read with the same workspace"
+    )
 
 
 class RecalledFragment(BaseModel):
@@ -210,6 +221,7 @@ class RecallResult(BaseModel):
     totalTokens: int
     tokenBudget: int
     nextCursor: str | None = Field(None, description="With pageSize or cursor: the next page's cursor; null at the end")
+    meaningSearch: Literal["partial"] | None = Field(None, description=PARTIAL)
 
 
 ListItem = Annotated[str, StringConstraints(min_length=1, max_length=2000, pattern=r"\S")]
@@ -269,6 +281,7 @@ class AmendResult(BaseModel):
     id: str
     version: int = Field(description="How many earlier states are archived in fragment_versions")
     supersededId: str | None = None
+    indexed: bool = Field(description=INDEXED)
 
 
 class TaskEffectiveness(Args):
@@ -314,6 +327,7 @@ class ContextArgs(Args):
     )
     sessionId: SessionId | None = Field(None, description="Working memory of this session; defaults to the MCP session")
     agentId: AgentId | None = Field(None, description="Agent namespace")
+    workspace: Workspace | None = Field(None, description=WORKSPACE_DESCRIPTION)
 
 
 class ContextResult(BaseModel):
@@ -364,6 +378,14 @@ class MemoryStatsResult(BaseModel):
     anchors: int
     embeddingCoverage: float = Field(description="Share of fragments with a vector in the active profile")
     embeddingProfile: str
+    embeddingBacklog: int = Field(
+        description="Fragments whose current content has no vector in the active profile yet: found by meaning by "
+        "their writer's searches (issue 47), by other readers once the embedder has written it"
+    )
+    embeddingBacklogOldestSeconds: float | None = Field(
+        description="How long the oldest of them has waited since it was written (or its content amended); null "
+        "when none waits"
+    )
     meanUtility: float | None
     meanImportance: float | None
     links: int

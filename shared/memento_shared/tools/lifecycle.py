@@ -1,13 +1,13 @@
 """Seed 004 tool contracts (the `lifecycle` profile): memory_before_turn, memory_after_turn, memory_run_maintenance,
-memory_list_dir_with_abstract, with the seed's parameters and its error codes (DIALECTS.md "lifecycle")."""
+memory_list_dir_with_abstract, with the seed's parameters and its error codes (docs/dialects.md "lifecycle")."""
 
 from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
 
-from memento_shared.tools.spec import Args, ToolSpec
+from memento_shared.tools.spec import INDEXED, PARTIAL, Args, ToolSpec
 
 PROFILE = "lifecycle"
 # seed 004's clients expect its codes (SPEC "Errors"): INVALID_ARGUMENT, PERMISSION_DENIED, RESOURCE_BUSY,
@@ -57,15 +57,28 @@ class TurnScope(Args):
     turn_id: Name | None = Field(None, description="The turn; turn-<unix ms>-<6 hex> when omitted")
 
 
-class BeforeTurnArgs(TurnScope):
-    current_input: Items | None = Field(None, description="This turn's input items")
-    current_input_text: str | None = Field(None, description="This turn's input as plain text (one user message)")
+class ConversationWindow(TurnScope):
     conversation_items: Items | None = Field(
         None,
         description="The whole conversation; the current input is current_input_count items at current_input_start",
     )
     current_input_start: Annotated[int, Field(ge=0)] | None = None
     current_input_count: Annotated[int, Field(ge=1)] | None = None
+
+
+class BeforeTurnArgs(ConversationWindow):
+    current_input: Items | None = Field(
+        None, description="This turn's input items (a plain string is taken as one user message, as the reference does)"
+    )
+    current_input_text: str | None = Field(None, description="This turn's input as plain text (one user message)")
+
+    @field_validator("current_input", mode="before")
+    @classmethod
+    def _text_as_message(cls, value: Any) -> Any:
+        if isinstance(value, str):  # seed 004's reference server accepts this and makes one user message of it
+            return [{"type": "message", "role": "user", "content": [{"type": "input_text", "text": value}]}]
+        return value
+
     base_instructions: str | None = Field(None, description="The client's instructions, counted against the window")
     max_input_tok: Annotated[int, Field(ge=256, le=10_000_000)] = Field(
         120_000, description="The model's input window in tokens"
@@ -75,18 +88,29 @@ class BeforeTurnArgs(TurnScope):
 class BeforeTurnResult(BaseModel):
     input_items: list[dict[str, Any]]
     recall_fact_ids: list[str]
+    recall_insight_ids: list[str] = Field(description="Always empty: the reference answers it; Memento has no insights")
     context_token_count: int
     turn_id: str
+    meaning_search: Literal["partial"] | None = Field(None, description=PARTIAL)
 
 
-class AfterTurnArgs(TurnScope):
-    turn_id: Name = Field(description="The turn being committed (the same id again is a no-op)")
-    input_items: Items = Field(description="The items sent to the model this turn (memory_before_turn's input_items)")
-    output_items: Items = Field(description="The model's output items")
+class AfterTurnArgs(ConversationWindow):
+    turn_id: Name | None = Field(
+        None, description="The turn being committed (the same id again is a no-op); turn-<unix ms>-<6 hex> when omitted"
+    )
+    input_items: Items | None = Field(
+        None,
+        description="The items sent to the model this turn (memory_before_turn's input_items); without it, the "
+        "current_input_count items at current_input_start of conversation_items",
+    )
+    output_items: Items = Field(default_factory=list, description="The model's output items")
 
 
 class OkResult(BaseModel):
     ok: bool
+    indexed: bool | None = Field(
+        None, description=f"For the facts this turn stored: {INDEXED}. Absent for a turn committed before"
+    )
 
 
 class MaintenanceArgs(Args):
@@ -107,7 +131,9 @@ class ListDirArgs(Args):
     project: Project | None = None
     session_id: Name = "default"
     path: Annotated[str, StringConstraints(max_length=512)] = Field(
-        "", description="Under this path; the session's root when empty"
+        "",
+        description="Under this directory: relative to the session's root (events, memory_tiers/l1) or absolute "
+        "(/memory/<session_id>/events); the session's root when empty",
     )
     depth: Annotated[int, Field(ge=1, le=16)] = 8
     limit: Annotated[int, Field(ge=1, le=1000)] = 200
@@ -116,7 +142,7 @@ class ListDirArgs(Args):
 class DirSummary(BaseModel):
     path: str
     abstract: str
-    updated_at: str | None
+    updated_at: str = Field(description="ISO 8601, UTC: when the directory was last written (or made with its session)")
     has_overview: bool
 
 

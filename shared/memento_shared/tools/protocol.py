@@ -1,5 +1,5 @@
 """Seed 003 tool contracts (the `protocol` profile), named as the Memento Protocol's reference MCP server (memento-mcp
-0.3.x) names them, with the seed's `memento_store` beside the reference's `memento_remember` (DIALECTS.md
+0.3.x) names them, with the seed's `memento_store` beside the reference's `memento_remember` (docs/dialects.md
 "protocol"). Each answer's JSON is in `structuredContent`; its text reads like the reference server's."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, Field, StringConstraints
 
 from memento_shared.tools.fragments import FragmentId
-from memento_shared.tools.spec import Args, ToolSpec
+from memento_shared.tools.spec import INDEXED, PARTIAL, Args, ToolSpec
 
 PROFILE = "protocol"
 
@@ -18,8 +18,8 @@ Category = Literal["active_work", "standing_decision", "skip_list", "waiting_for
 Status = Literal["active", "paused", "completed", "archived"]
 SECTIONS = ("active_work", "standing_decisions", "skip_list", "activity_log", "session_notes")
 
-# Text stored whole up to MEMORY_MAX_CHARS (the tools refuse longer with PAYLOAD_TOO_LARGE, DIALECTS.md "Content"), so
-# no maxLength on any stored text here
+# Text stored whole up to MEMORY_MAX_CHARS (the tools refuse longer with PAYLOAD_TOO_LARGE, docs/dialects.md
+# "Content"), so no maxLength on any stored text here
 Text = Annotated[str, StringConstraints(min_length=1, pattern=r"\S")]
 Short = Annotated[str, StringConstraints(min_length=1, max_length=500, pattern=r"\S")]
 Tag = Annotated[str, StringConstraints(min_length=1, max_length=64, pattern=r"\S")]
@@ -52,6 +52,7 @@ class StoreResult(BaseModel):
     type: str
     tags: list[str]
     expires_at: str | None
+    indexed: bool = Field(description=INDEXED)
 
 
 class RecallArgs(Args):
@@ -73,12 +74,14 @@ class RecalledMemory(BaseModel):
     created_at: str
     expires_at: str | None
     access_count: int
+    last_accessed_at: str | None
     linkages: list[dict]
 
 
 class RecallResult(BaseModel):
     count: int
     results: list[RecalledMemory]
+    meaning_search: Literal["partial"] | None = Field(None, description=PARTIAL)
 
 
 class IdArgs(Args):
@@ -209,7 +212,9 @@ class ContextArgs(Args):
 
 class ContextResult(BaseModel):
     working_memory: dict | None = Field(None, description="{items: active and paused, total_active}")
-    memories: dict | None = Field(None, description="{matches: the top memories for the message}")
+    memories: dict | None = Field(
+        None, description='{matches: the top memories for the message, meaning_search: "partial" when it was}'
+    )
     warnings: list[SkipEntry] | None = Field(None, description="Skip-list entries the message touches")
     identity: str | None = None
     tokens: int = Field(0, description="Tokens of the context returned")

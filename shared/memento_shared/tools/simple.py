@@ -1,5 +1,5 @@
 """Seed 002 tool contracts (the `simple` profile): store_memory, supersede_memory, search_memories,
-list_recent_memories. Names, parameters, bounds and answers are the seed's, as DIALECTS.md "simple" fixes them."""
+list_recent_memories. Names, parameters, bounds and answers are the seed's, as docs/dialects.md "simple" fixes them."""
 
 from __future__ import annotations
 
@@ -8,13 +8,13 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, Field, StringConstraints
 
 from memento_shared.tools.fragments import FragmentId
-from memento_shared.tools.spec import Args, ToolSpec
+from memento_shared.tools.spec import INDEXED, PARTIAL, Args, ToolSpec
 
 PROFILE = "simple"
 
 Source = Literal["explicit", "extracted"]
 # No maxLength here: content over MEMORY_MAX_CHARS (default 8,000) is refused with PAYLOAD_TOO_LARGE by the tool, as
-# every dialect but `remember` does (DIALECTS.md "Content"), not as a schema violation.
+# every dialect but `remember` does (docs/dialects.md "Content"), not as a schema violation.
 Content = Annotated[str, StringConstraints(min_length=1, pattern=r"\S")]
 
 
@@ -56,6 +56,7 @@ class StoreMemoryResult(BaseModel):
         "as outdated. (one such sentence per candidate); null when nothing is similar"
     )
     duplicate: bool = Field(description="True when this content was already stored: nothing new was written")
+    indexed: bool = Field(description=INDEXED)
 
 
 class SupersedeMemoryArgs(Args):
@@ -77,6 +78,7 @@ class SearchMemoriesArgs(Args):
 
 class MemoriesResult(BaseModel):
     memories: list[Memory]
+    meaning_search: Literal["partial"] | None = Field(None, description=PARTIAL)
 
 
 class ListRecentMemoriesArgs(Args):

@@ -11,6 +11,16 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from memento_shared.errors import MementoError, invalid
 
+# What a write's answer and a search's answer say about meaning search (issue 47; README "Read your own writes")
+INDEXED = (
+    "True when its vector is already in the index: every reader finds it by meaning. False: the writer's own searches "
+    "still rank it by meaning at once; other principals find it by its words until the embedder writes its vector"
+)
+PARTIAL = (
+    '"partial" when meaning search left something out (no embedding model reachable, or a fresh row of the caller\'s '
+    "that could not be embedded in time): those rows were found by their words only. Absent otherwise"
+)
+
 
 class Args(BaseModel):
     """Base for tool arguments: strict types, unknown fields refused (a typo must not be silently ignored)."""

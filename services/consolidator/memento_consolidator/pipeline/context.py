@@ -34,7 +34,7 @@ class StageContext:
     since: datetime | None = None  # when the last finished run started: incremental stages look at what is newer
     batch_size: int = 1000
     writers: int = 2  # batches update_matching writes at once
-    contradictions: list[dict] = field(default_factory=list)
+    contradictions: list[dict[str, Any]] = field(default_factory=list)
     stats: dict[str, Any] = field(default_factory=dict)
     l1_out_of_step: bool = False  # an L1 removal failed and the ready marker is not dropped yet (pipeline/l1.py)
     # `redis` is the state role (L1); jobs are enqueued on the queue role, the same Redis unless REDIS_QUEUE_URL is set
@@ -113,7 +113,7 @@ class StageContext:
         slots = asyncio.Semaphore(max(1, self.writers))
         counts: list[int] = []
         errors: list[BaseException] = []
-        writing: set[asyncio.Task] = set()
+        writing: set[asyncio.Task[Any]] = set()
 
         async def write(ids: list[str]) -> None:
             try:

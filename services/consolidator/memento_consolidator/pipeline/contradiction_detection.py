@@ -13,6 +13,7 @@ The count is linked pairs plus candidates; the pairs themselves go into the run'
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from memento_consolidator.pipeline.context import StageContext
 
@@ -74,7 +75,7 @@ async def run(ctx: StageContext) -> int:
     if profile is None or not recent:
         return len(linked)
     sql = neighbours_sql(profile["id"], profile["dimension"])
-    proposed: set[frozenset] = set()
+    proposed: set[frozenset[Any]] = set()
     threshold = float(settings["similarity"])
     for fragment_id in recent:
         async with ctx.transaction() as conn:

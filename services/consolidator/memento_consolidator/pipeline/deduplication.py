@@ -20,6 +20,8 @@ so a fragment amended or made an anchor meanwhile is left alone.
 
 from __future__ import annotations
 
+from typing import Any
+
 from memento_consolidator.pipeline import l1
 from memento_consolidator.pipeline.context import StageContext
 
@@ -109,7 +111,7 @@ async def find_pairs(ctx: StageContext, keys: set[tuple[str, str]]) -> list[tupl
         members = await conn.fetch(
             MEMBERS_SQL, ctx.tenant_id, ctx.workspace, sorted({a for a, _ in keys}), sorted({k for _, k in keys})
         )
-    groups: dict[tuple[str, str], list] = {}
+    groups: dict[tuple[str, str], list[Any]] = {}
     for row in members:
         if (row["agent_id"], row["content_key"]) in keys:
             groups.setdefault((row["agent_id"], row["content_key"]), []).append(row)

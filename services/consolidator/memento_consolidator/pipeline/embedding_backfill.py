@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import uuid
+from typing import Any
 
 from memento_consolidator.pipeline.context import StageContext
 from memento_shared.events import envelope, job_id, queue_key
@@ -46,7 +47,7 @@ async def run(ctx: StageContext) -> int:
     return sent
 
 
-async def _enqueue(ctx: StageContext, rows) -> None:
+async def _enqueue(ctx: StageContext, rows: list[Any]) -> None:
     digest = hashlib.sha256("|".join(f"{r['id']}:{r['content_hash']}" for r in rows).encode()).hexdigest()
     event_id = str(uuid.uuid5(NAMESPACE, digest))
     event = envelope(

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+from typing import Any
 
 from memento_consolidator.pipeline.context import StageContext
 from memento_shared import l1
@@ -16,7 +17,7 @@ log = logging.getLogger(__name__)
 RETRY_DELAYS_S = (0.5, 1, 2, 4, 8, 15)  # the end-of-run retries; after them, every last delay until Redis answers
 
 
-async def forget(ctx: StageContext, rows) -> None:
+async def forget(ctx: StageContext, rows: list[Any]) -> None:
     # once a removal is lost, the marker drop owed for it also covers every later one: Redis is not asked again
     # (with a Redis that does not answer, each removal would wait its timeout while the tenant's lock is held)
     if ctx.redis is None or ctx.l1_out_of_step:
@@ -29,7 +30,7 @@ async def forget(ctx: StageContext, rows) -> None:
         ctx.l1_out_of_step = not await l1.invalidate(ctx.redis)
 
 
-async def settle(ctx: StageContext, delays: tuple[float, ...] = RETRY_DELAYS_S) -> asyncio.Task | None:
+async def settle(ctx: StageContext, delays: tuple[float, ...] = RETRY_DELAYS_S) -> asyncio.Task[Any] | None:
     """At the end of a run: drop the ready marker a removal could not be followed by. If Redis still does not answer,
     the retries go on in the background (returned, for tests): the run, and the tenant's lock, do not wait for them.
     The marker is global, so one retry per Redis client serves every run: a later run's loss joins the pending one."""
@@ -48,7 +49,7 @@ async def settle(ctx: StageContext, delays: tuple[float, ...] = RETRY_DELAYS_S) 
 
 # per Redis client: the pending retry (held until done: the loop keeps only weak references to tasks), and how many
 # runs' losses it owes a marker drop; a loss handed over while a drop was on its way needs one more
-_pending: dict[object, asyncio.Task] = {}
+_pending: dict[object, asyncio.Task[Any]] = {}
 _losses: dict[object, int] = {}
 
 

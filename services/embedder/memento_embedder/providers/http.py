@@ -3,6 +3,8 @@ ProviderError, and the answer's vectors. A vendor's module says only its URL and
 
 from __future__ import annotations
 
+from typing import Any
+
 import httpx
 import numpy as np
 
@@ -21,7 +23,7 @@ class EmbeddingsApi:
         self._url = (base_url or self.default_base_url).rstrip("/") + "/v1/embeddings"
         self._client = httpx.AsyncClient(timeout=timeout)
 
-    def body(self, texts: list[str], input_type: InputType) -> dict:
+    def body(self, texts: list[str], input_type: InputType) -> dict[str, Any]:
         raise NotImplementedError
 
     async def embed(self, texts: list[str], input_type: InputType) -> np.ndarray:
@@ -34,7 +36,7 @@ class EmbeddingsApi:
     async def aclose(self) -> None:
         await self._client.aclose()
 
-    async def _post(self, body: dict, url: str | None = None) -> list:
+    async def _post(self, body: dict[str, Any], url: str | None = None) -> list[Any]:
         """The `data[].embedding` lists of an OpenAI-shaped answer, in input order."""
         data = await self._post_json(body, url)
         try:
@@ -42,7 +44,7 @@ class EmbeddingsApi:
         except (KeyError, TypeError, AttributeError) as exc:
             raise ProviderError(f"{self.name} sent an unexpected body", error_type="bad_response") from exc
 
-    async def _post_json(self, body: dict, url: str | None = None) -> list:
+    async def _post_json(self, body: dict[str, Any], url: str | None = None) -> list[Any]:
         """The `data` list of the answer to `body` POSTed at `url` (the embeddings endpoint by default)."""
         provider = self.name
         try:

@@ -4,6 +4,8 @@ the whole document, then pools each chunk's tokens)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from memento_embedder.providers.base import InputType, to_matrix
@@ -16,7 +18,7 @@ class JinaProvider(EmbeddingsApi):
     name = "jina"
     default_base_url = "https://api.jina.ai"
 
-    def body(self, texts: list[str], input_type: InputType) -> dict:
+    def body(self, texts: list[str], input_type: InputType) -> dict[str, Any]:
         return {"input": texts, "model": self.model, "task": TASKS[input_type], "dimensions": self.dimension}
 
     async def embed_in_context(self, chunks: list[str]) -> np.ndarray:

@@ -30,7 +30,7 @@ class OfflineProvider:
         beside a document call instead of waiting for it."""
         return type(self)(self.threads)
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[type[OfflineProvider], tuple[int]]:
         """Pickled (into the niced document process, lanes.py) as the recipe for another instance, not its weights."""
         return type(self), (self.threads,)
 

@@ -4,6 +4,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from memento_embedder.providers.base import InputType, ProviderError, to_matrix
@@ -14,7 +16,7 @@ class VoyageProvider(EmbeddingsApi):
     name = "voyage"
     default_base_url = "https://api.voyageai.com"
 
-    def body(self, texts: list[str], input_type: InputType) -> dict:
+    def body(self, texts: list[str], input_type: InputType) -> dict[str, Any]:
         return {"input": texts, "model": self.model, "input_type": input_type, "output_dimension": self.dimension}
 
     async def embed_in_context(self, chunks: list[str]) -> np.ndarray:

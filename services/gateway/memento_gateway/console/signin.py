@@ -22,6 +22,7 @@ from memento_gateway.console.security import COOKIE, FLOW_COOKIE, same_origin, s
 from memento_gateway.console.sessions import FLOW_TTL_S
 from memento_gateway.gateway import Gateway, gateway
 from memento_gateway.upstream import UpstreamUnavailable
+from memento_shared.principal import Principal
 
 CLIENT_ID = "memento-console"
 SCOPES = "read write admin"  # the server grants those the key holds
@@ -54,7 +55,7 @@ async def login_submit(request: Request) -> Response:
     return await _signed_in(gw, caller.principal, caller.credential)
 
 
-async def _signed_in(gw: Gateway, principal, credential: str) -> Response:
+async def _signed_in(gw: Gateway, principal: Principal, credential: str) -> Response:
     session_id = await web.sessions(gw).create(principal, credential)
     response = web.to("/console/memories")
     set_cookie(response, gw.edge, COOKIE, session_id, gw.settings.session_ttl_minutes * 60)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import time
+from typing import Any
 
 from redis.asyncio import Redis
 from redis.asyncio.client import Pipeline
@@ -81,12 +82,12 @@ class RateLimiter:
         if self.per_minute > 0:
             pipe.eval(_BUCKET, 1, keys.rate(key), self.per_minute / 60_000, self.per_minute, 1)
 
-    def waited(self, results: list) -> int:
+    def waited(self, results: list[Any]) -> int:
         """The seconds to wait from a pipeline's results (its first entry, when `queue` added one)."""
         return _seconds(results[0]) if self.per_minute > 0 else 0
 
 
-def _seconds(wait_ms) -> int:
+def _seconds(wait_ms: Any) -> int:
     return math.ceil(int(wait_ms) / 1000) if int(wait_ms) else 0
 
 

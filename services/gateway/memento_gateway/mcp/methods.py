@@ -3,6 +3,7 @@ memory-api and are forwarded there; the rest (ping, logging) is answered here.""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -98,7 +99,7 @@ async def _set_level(message: Message, call: Call, sessions: SessionStore) -> di
     return {}
 
 
-def _task_result(call: Call):
+def _task_result(call: Call) -> Callable[[str, dict[str, Any]], dict[str, Any]]:
     def shape(tool: str, body: dict[str, Any]) -> dict[str, Any]:
         return tools.shaped(tool, body, call.session.protocol_version)
 
@@ -114,6 +115,10 @@ async def _subscription(message: Message, call: Call, gw: Gateway) -> dict[str, 
     principal = call.principal
     if not principal.has_scope("read"):
         raise RpcError(INVALID_PARAMS, "this credential lacks the 'read' scope", message.id)
+    if not principal.allows_workspace(principal.workspace):  # a tool call's is checked by memory-api; this is not one
+        raise RpcError(
+            INVALID_PARAMS, f"workspace: {principal.workspace!r} is not allowed for this credential", message.id
+        )
     if message.method == "resources/unsubscribe":
         await gw.subscriptions.unsubscribe(call.session.id, principal.tenant_id, principal.workspace, uri)
         return {}

@@ -70,7 +70,7 @@ async def exists(redis: Redis, tenant_id: str, session_id: str, stream: str) -> 
 
 async def resume(
     redis: Redis, tenant_id: str, session_id: str, stream: str, after: int
-) -> AsyncIterator[tuple[str, dict] | None]:
+) -> AsyncIterator[tuple[str, dict[str, Any]] | None]:
     """The stream's events after number `after`, then each new one as it is kept, until the answer (a message with
     an id and no method) or until the stream is gone; None between them, when a blocking read found nothing."""
     key, position = _key(tenant_id, session_id, stream), f"0-{after}"
@@ -94,7 +94,7 @@ async def resume(
                 return
 
 
-def _entry(entry: tuple[Any, dict]) -> tuple[int, dict[str, Any]]:
+def _entry(entry: tuple[Any, dict[str, Any]]) -> tuple[int, dict[str, Any]]:
     """(event number, message) from a Redis stream entry."""
     entry_id, fields = entry
     number = int((entry_id.decode() if isinstance(entry_id, bytes) else entry_id).split("-", 1)[1])

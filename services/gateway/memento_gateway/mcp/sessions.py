@@ -11,6 +11,7 @@ import json
 import secrets
 import time
 from dataclasses import asdict, dataclass, replace
+from typing import Any
 
 from redis.asyncio import Redis
 from redis.asyncio.client import Pipeline
@@ -52,7 +53,9 @@ class SessionStore:
         self.redis = redis
         self.ttl = ttl_seconds
 
-    async def create(self, principal: Principal, protocol_version: str, profiles: tuple[str, ...], **extra) -> Session:
+    async def create(
+        self, principal: Principal, protocol_version: str, profiles: tuple[str, ...], **extra: Any
+    ) -> Session:
         session = Session(secrets.token_urlsafe(24), principal, protocol_version, profiles, time.time(), **extra)
         await self._write(session, new=True)
         return session
@@ -103,7 +106,7 @@ class SessionStore:
         pipe.zadd(_index(session_id), {session_id: time.time() + self.ttl}, xx=True)
 
     @staticmethod
-    def got(results: list) -> Session | None:
+    def got(results: list[Any]) -> Session | None:
         """The session from a pipeline whose last three commands are `queue_get`'s."""
         raw = results[-3]
         return None if raw is None else _load(raw)

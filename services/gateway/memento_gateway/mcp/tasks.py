@@ -10,6 +10,7 @@ received the call. A working task whose runner's lease lapsed (its memory-api re
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from memento_gateway.mcp import versions
@@ -59,7 +60,14 @@ def created(record: dict[str, Any]) -> dict[str, Any]:
     return {**_public(record), "resultType": "task", "statusMessage": f"{record['tool']} is running"}
 
 
-async def handle(message_id: Any, method: str, params: dict[str, Any], call: Call, gw: Gateway, shape) -> dict:
+async def handle(
+    message_id: Any,
+    method: str,
+    params: dict[str, Any],
+    call: Call,
+    gw: Gateway,
+    shape: Callable[[str, dict[str, Any]], dict[str, Any]],
+) -> dict[str, Any]:
     """tasks/get, tasks/cancel, tasks/update for the caller's own tasks. `shape(tool, body)` makes a tool call's
     result of memory-api's answer, as tools/call would have answered it."""
     if not declared(call):

@@ -11,11 +11,14 @@ a client with no prior relationship uses an HTTPS URL as its `client_id`, and th
   (matched exactly at /authorize), and no shared secret (`token_endpoint_auth_method` "none", no `client_secret`).
 
 A valid document is kept in Redis (every replica shares it) for as long as its Cache-Control or Expires allows, at
-most a day, DEFAULT_CACHE_S when it says nothing; `no-store` or `no-cache` keeps it not at all.
+most a day, DEFAULT_CACHE_S when it says nothing; `no-store` or `no-cache` keeps it not at all. A refused one is
+remembered for a minute, concurrent asks share one fetch, and only port 443 is fetched from (unless private addresses
+are allowed): the gateway fetches whatever URL anyone names, and must not be a way to probe hosts and ports.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import ipaddress
 import json
@@ -41,6 +44,8 @@ MAX_NAME_CHARS = 100
 DEFAULT_CACHE_S = 300
 MAX_CACHE_S = 86_400
 KEY_PREFIX = "memento:oauth:cimd:"
+REFUSED_PREFIX = "memento:oauth:cimd-refused:"
+REFUSAL_CACHE_S = 60
 SHARED_SECRET_METHODS = {"client_secret_basic", "client_secret_post", "client_secret_jwt"}
 BLOCKED_REDIRECT_SCHEMES = {"javascript", "data", "file", "vbscript", "about"}
 GRANT_TYPES = {"authorization_code", "refresh_token"}
@@ -61,15 +66,31 @@ def is_document_id(client_id: str) -> bool:
     return "://" in client_id
 
 
+NAT64 = ipaddress.ip_network("64:ff9b::/96")  # RFC 6052's well-known prefix: the IPv4 address in the last 32 bits
+
+
 def _address_allowed(address: str, allow_private: bool) -> bool:
+    if allow_private:
+        return True
     ip = ipaddress.ip_address(address.split("%", 1)[0])  # an IPv6 zone index names no other address
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped
-    return allow_private or (ip.is_global and not ip.is_multicast)
+    # an IPv4 address carried inside an IPv6 one (mapped, NAT64, 6to4, Teredo) is judged as that IPv4 address
+    carried = [ip]
+    if isinstance(ip, ipaddress.IPv6Address):
+        if ip.ipv4_mapped is not None:
+            carried.append(ip.ipv4_mapped)
+        if ip in NAT64:
+            carried.append(ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF))
+        if ip.sixtofour is not None:
+            carried.append(ip.sixtofour)
+        if ip.teredo is not None:
+            carried += list(ip.teredo)
+    return all(a.is_global and not a.is_multicast for a in carried)
 
 
-def checked_url(url: str) -> str:
-    """The URL, if it may be a client_id; Refused naming the rule it breaks."""
+def checked_url(url: str, any_port: bool = False) -> str:
+    """The URL, if it may be a client_id; Refused naming the rule it breaks. Only https's own port unless `any_port`
+    (an operator allowing private addresses): the gateway fetches what anyone names, and must not become a way to
+    find out which ports of which hosts answer."""
     if len(url) > 2048:
         raise Refused("client_id: a URL of at most 2048 characters")
     try:
@@ -93,6 +114,8 @@ def checked_url(url: str) -> str:
         raise Refused("client_id: the URL must not have a fragment")
     if port == 0:
         raise Refused("client_id: the URL's port is not valid")
+    if port not in (None, 443) and not any_port:
+        raise Refused("client_id: the URL must use https's port (443)")
     return url
 
 
@@ -190,6 +213,7 @@ class ClientDocuments:
         if ca_file:
             self.tls.load_verify_locations(cafile=ca_file)
         self._session: aiohttp.ClientSession | None = None
+        self._fetching: dict[str, asyncio.Task[OAuthClientInformationFull]] = {}
 
     def _open(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
@@ -206,16 +230,33 @@ class ClientDocuments:
             await self._session.close()
 
     async def client(self, url: str) -> OAuthClientInformationFull:
-        """The client the document at `url` describes, from the cache or fetched now; Refused when it is not good."""
-        key = KEY_PREFIX + hashlib.sha256(url.encode()).hexdigest()
-        kept = await self.redis.get(key)
+        """The client the document at `url` describes, from the cache or fetched now; Refused when it is not good. A
+        refusal is kept REFUSAL_CACHE_S (every replica shares it), and concurrent asks for one URL share one fetch:
+        naming a URL again and again makes the gateway fetch it at most once a minute."""
+        digest = hashlib.sha256(url.encode()).hexdigest()
+        kept = await self.redis.get(KEY_PREFIX + digest)
         if kept is not None:
             return OAuthClientInformationFull.model_validate_json(kept)
-        checked_url(url)
-        document, ttl = await self._fetch(url)
-        found = client_from(url, document)
+        refused = await self.redis.get(REFUSED_PREFIX + digest)
+        if refused is not None:
+            raise Refused(refused.decode() if isinstance(refused, bytes) else refused)
+        checked_url(url, any_port=self.allow_private)
+        task = self._fetching.get(url)
+        if task is None:
+            task = asyncio.create_task(self._described(url, digest))
+            self._fetching[url] = task
+            task.add_done_callback(lambda _: self._fetching.pop(url, None))
+        return await asyncio.shield(task)
+
+    async def _described(self, url: str, digest: str) -> OAuthClientInformationFull:
+        try:
+            document, ttl = await self._fetch(url)
+            found = client_from(url, document)
+        except Refused as exc:
+            await self.redis.set(REFUSED_PREFIX + digest, str(exc), ex=REFUSAL_CACHE_S)
+            raise
         if ttl:
-            await self.redis.set(key, found.model_dump_json(exclude_none=True), ex=ttl)
+            await self.redis.set(KEY_PREFIX + digest, found.model_dump_json(exclude_none=True), ex=ttl)
         log.info("oauth.cimd_fetched", extra={"host": urlsplit(url).hostname, "cached_s": ttl})
         return found
 

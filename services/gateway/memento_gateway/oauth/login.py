@@ -7,6 +7,7 @@ Hardened as a login form should be: no caching, no framing, a few tries per sign
 from __future__ import annotations
 
 import html
+from typing import Any
 from urllib.parse import urlsplit
 
 from mcp.server.auth.provider import AuthorizationParams, construct_redirect_uri
@@ -50,7 +51,7 @@ LOOPBACK_WARNING = (
 )
 
 
-def _vouched(pending: dict) -> str:
+def _vouched(pending: dict[str, Any]) -> str:
     """Who stands behind the client's name: the host serving its metadata document, or nobody (it registered
     itself, and any client can register under any name)."""
     host = pending.get("client_host")
@@ -59,7 +60,7 @@ def _vouched(pending: dict) -> str:
     return "(a client that registered itself: its name is not verified)"
 
 
-def _page(pending: dict, request_id: str, error: str = "", status: int = 200) -> HTMLResponse:
+def _page(pending: dict[str, Any], request_id: str, error: str = "", status: int = 200) -> HTMLResponse:
     scopes = " ".join(pending["params"].get("scopes") or ["(those of the key)"])
     redirect_host = pending.get("redirect_host") or urlsplit(pending["params"]["redirect_uri"] or "").hostname or "?"
     body = PAGE.format(
@@ -127,7 +128,7 @@ async def _caller_for(request: Request, gw: Gateway, key: str) -> Caller | str:
     return caller
 
 
-def _back(pending: dict, gw: Gateway, *, error: str) -> RedirectResponse:
+def _back(pending: dict[str, Any], gw: Gateway, *, error: str) -> RedirectResponse:
     params = AuthorizationParams.model_validate(pending["params"])
     target = construct_redirect_uri(str(params.redirect_uri), error=error, state=params.state, iss=gw.edge.public_url)
     return RedirectResponse(target, status_code=302, headers={"Cache-Control": "no-store"})

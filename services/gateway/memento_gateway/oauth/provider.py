@@ -142,16 +142,20 @@ class MementoOAuthProvider:
         return construct_redirect_uri(str(params.redirect_uri), code=code, state=params.state, iss=self.edge.public_url)
 
     # --- codes and tokens ---
-    async def load_authorization_code(self, client: OAuthClientInformationFull, authorization_code: str):
+    async def load_authorization_code(
+        self, client: OAuthClientInformationFull, authorization_code: str
+    ) -> GrantCode | None:
         record = await self.store.get_code(authorization_code)
         return GrantCode.model_validate(record) if record else None
 
-    async def exchange_authorization_code(self, client: OAuthClientInformationFull, authorization_code: GrantCode):
+    async def exchange_authorization_code(
+        self, client: OAuthClientInformationFull, authorization_code: GrantCode
+    ) -> OAuthToken:
         if await self.store.take_code(authorization_code.code) is None:
             raise TokenError("invalid_grant", "authorization code already used")
         return await self._issue(client.client_id, authorization_code.principal, uuid.uuid4().hex)
 
-    async def load_refresh_token(self, client: OAuthClientInformationFull, refresh_token: str):
+    async def load_refresh_token(self, client: OAuthClientInformationFull, refresh_token: str) -> GrantRefresh | None:
         record = await self.store.get_refresh(refresh_token)
         return GrantRefresh.model_validate(record) if record else None
 

@@ -6,6 +6,7 @@ before the SDK's /authorize sees it (oauth/cimd.py), so a refused document is an
 from __future__ import annotations
 
 import logging
+from typing import Any
 from urllib.parse import parse_qs
 
 from mcp.server.auth.routes import build_metadata, cors_middleware, create_auth_routes
@@ -30,7 +31,7 @@ JWKS_PATH = "/.well-known/jwks.json"
 _ISSUER = TypeAdapter(AnyHttpUrl, config=ConfigDict(url_preserve_empty_path=True))
 
 
-def _json(document: dict) -> ASGIApp:
+def _json(document: dict[str, Any]) -> ASGIApp:
     async def serve(_: Request) -> Response:
         return JSONResponse(document, headers={"Cache-Control": "public, max-age=300"})
 

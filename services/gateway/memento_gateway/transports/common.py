@@ -34,7 +34,9 @@ WORKSPACE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 FAILED_AUTH_PER_MINUTE = 60  # per client address: guessing keys is slowed down, not just refused
 
 
-def rpc_error(status: int, code: int, message: str, msg_id: Any = None, headers: dict | None = None) -> JSONResponse:
+def rpc_error(
+    status: int, code: int, message: str, msg_id: Any = None, headers: dict[str, Any] | None = None
+) -> JSONResponse:
     return JSONResponse(error_response(msg_id, code, message), status_code=status, headers=headers)
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import secrets
 import time
+from collections.abc import AsyncIterator
 from dataclasses import replace
 from typing import Any
 from urllib.parse import urlencode
@@ -61,7 +62,7 @@ async def open_stream(request: Request) -> Response:
     return sse.EventStream(stream)
 
 
-async def _stream(gw: Gateway, session: Session, identity: str, stream_id: str):
+async def _stream(gw: Gateway, session: Session, identity: str, stream_id: str) -> AsyncIterator[bytes]:
     GATEWAY_STREAMS.labels("sse").inc()
 
     async def still_open() -> bool:

@@ -14,6 +14,7 @@ import asyncio
 import logging
 import secrets
 import time
+from collections.abc import AsyncIterator
 from typing import Any
 
 import anyio
@@ -79,6 +80,10 @@ async def open_stream(
     space = common.workspace(request)
     if isinstance(space, Response):
         return space
+    if not caller.principal.allows_workspace(space):  # memory-api checks a tool call's; this one never reaches it
+        return JSONBody(
+            error_response(message.id, INVALID_PARAMS, f"workspace: {space!r} is not allowed for this credential")
+        )
     slot = secrets.token_urlsafe(12)
     if not await gw.streams.claim(caller.identity, slot):
         return common.too_many(5, f"at most {gw.settings.max_streams_per_principal} open streams per credential")
@@ -95,7 +100,9 @@ async def _still_valid(gw: Gateway, caller: Caller) -> bool:
         return True
 
 
-async def _stream(gw: Gateway, caller: Caller, subscription: Any, workspace: str, kept: dict[str, Any], slot: str):
+async def _stream(
+    gw: Gateway, caller: Caller, subscription: Any, workspace: str, kept: dict[str, Any], slot: str
+) -> AsyncIterator[bytes]:
     GATEWAY_STREAMS.labels("listen").inc()
     meta = {SUBSCRIPTION_ID: subscription}
     uris = frozenset(kept.get("resourceSubscriptions", ()))

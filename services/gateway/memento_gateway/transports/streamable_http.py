@@ -12,6 +12,7 @@ import asyncio
 import logging
 import secrets
 import time
+from collections.abc import AsyncIterator
 from dataclasses import replace
 from typing import Any
 
@@ -219,7 +220,9 @@ async def get(request: Request) -> Response:
     return sse.EventStream(stream, headers={"Mcp-Session-Id": session.id})
 
 
-async def _server_stream(gw: Gateway, session: Session, identity: str, stream_id: str, owner: str):
+async def _server_stream(
+    gw: Gateway, session: Session, identity: str, stream_id: str, owner: str
+) -> AsyncIterator[bytes]:
     GATEWAY_STREAMS.labels("mcp").inc()
 
     async def still_open() -> bool:
@@ -250,7 +253,9 @@ async def _resume(gw: Gateway, caller: Caller, session: Session, last_event_id: 
     return sse.EventStream(_resumed(gw, session, caller.identity, slot, *where), headers={"Mcp-Session-Id": session.id})
 
 
-async def _resumed(gw: Gateway, session: Session, identity: str, slot: str, stream: str, after: int):
+async def _resumed(
+    gw: Gateway, session: Session, identity: str, slot: str, stream: str, after: int
+) -> AsyncIterator[bytes]:
     GATEWAY_STREAMS.labels("mcp").inc()
     quiet_since = time.monotonic()
     try:

@@ -7,9 +7,10 @@ from __future__ import annotations
 import argparse
 import importlib
 import pkgutil
+from typing import Any
 
 
-def register_all(subparsers: argparse._SubParsersAction) -> None:
+def register_all(subparsers: argparse._SubParsersAction[Any]) -> None:
     for module in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
         if module.name.startswith("_"):
             continue

@@ -19,6 +19,7 @@ import argparse
 import asyncio
 import sys
 import time
+from typing import Any
 
 from memento_memory_api.tools.fragments import ANNOTATION, annotation_fields
 from memento_shared.db.pool import create_pool
@@ -48,7 +49,7 @@ WHERE f.id = u.id AND f.event_said IS NOT NULL AND f.expansion IS DISTINCT FROM 
 """
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     parser = subparsers.add_parser(
         "annotate", help="give fragments stored before migration 0019 their thread, time and expansion"
     )

@@ -30,6 +30,7 @@ from collections.abc import Callable
 from contextlib import ExitStack, suppress
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO, Any
 from urllib.parse import parse_qsl, quote, unquote, urlencode, urlsplit, urlunsplit
 
 import asyncpg
@@ -75,7 +76,7 @@ def out(line: object = "") -> None:
     sys.stdout.flush()
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     backup = subparsers.add_parser(
         "backup",
         help="dump the memento database to FILE (pg_dump, custom format)",
@@ -258,7 +259,7 @@ def _client_env(dsn: str, embedded: bool) -> tuple[str, dict[str, str]]:
     return urlunsplit(parts._replace(query=urlencode(query))), env
 
 
-def _run(argv: list[str], env: dict[str, str], what: str, **kwargs) -> subprocess.CompletedProcess:
+def _run(argv: list[str], env: dict[str, str], what: str, **kwargs: Any) -> subprocess.CompletedProcess[Any]:
     try:
         result = subprocess.run(argv, env=env, capture_output=True, timeout=_TIMEOUT_S, check=False, **kwargs)
     except subprocess.TimeoutExpired:
@@ -475,7 +476,7 @@ def _pipe(produce: list[str], consume: list[str], env: dict[str, str]) -> None:
             raise BackupError(f"psql was killed, nothing was restored: {_read_first_line(consumed_err)}")
 
 
-def _read_first_line(handle) -> str:
+def _read_first_line(handle: IO[bytes]) -> str:
     handle.seek(0)
     text = handle.read().decode(errors="replace")
     lines = [line.strip() for line in text.splitlines() if line.strip()]

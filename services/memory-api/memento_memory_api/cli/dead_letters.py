@@ -11,6 +11,8 @@ import argparse
 import asyncio
 import json
 import sys
+from collections.abc import Coroutine
+from typing import Any
 
 from memento_shared.db import dead_letters
 from memento_shared.db.pool import create_pool
@@ -25,7 +27,7 @@ def out(line: object = "") -> None:
     sys.stdout.write(f"{line}\n")
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     parser = subparsers.add_parser("dead-letters", help="list, inspect and replay dead-lettered events")
     commands = parser.add_subparsers(dest="action", required=True)
     listing = commands.add_parser("list", help="open dead letters (oldest first)")
@@ -44,7 +46,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     replay.set_defaults(handler=lambda args: _run(_replay(args)))
 
 
-def _run(coro) -> int:
+def _run(coro: Coroutine[Any, Any, int]) -> int:
     return asyncio.run(coro)
 
 

@@ -13,17 +13,17 @@ import os
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 import asyncpg
 
 from memento_memory_api.cli import kinds
 from memento_memory_api.cli.progress import Progress
-from memento_memory_api.cli.system import CliError, checked_name, err, located, service_pool
+from memento_memory_api.cli.system import CliError, System, checked_name, err, located, service_pool
 from memento_shared.db.rls import set_principal
 
 
-def add_command(subparsers: argparse._SubParsersAction) -> None:
+def add_command(subparsers: argparse._SubParsersAction[Any]) -> None:
     parser = subparsers.add_parser(
         "export",
         help="write a workspace to JSON Lines (every row of every dialect)",
@@ -60,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-async def export(system, tenant: str, workspace: str, vectors: bool, out: IO[str]) -> dict[str, int]:
+async def export(system: System, tenant: str, workspace: str, vectors: bool, out: IO[str]) -> dict[str, int]:
     async with service_pool(system) as pool, pool.acquire() as conn:
         async with conn.transaction(isolation="repeatable_read", readonly=True):
             await set_principal(conn, tenant_id=tenant, workspace=workspace, agent_id="admin", access="admin")

@@ -9,7 +9,11 @@ import argparse
 import asyncio
 import json
 import sys
+from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
+
+import asyncpg
 
 from memento_memory_api.cli import kinds, sources
 from memento_memory_api.cli.load import Loader
@@ -19,7 +23,7 @@ from memento_shared import redis_client
 from memento_shared.db.rls import set_system
 
 
-def add_command(subparsers: argparse._SubParsersAction) -> None:
+def add_command(subparsers: argparse._SubParsersAction[Any]) -> None:
     parser = subparsers.add_parser(
         "import",
         help="read a workspace export, an MCP memory server memory.jsonl or a mem0 export into a workspace",
@@ -55,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _taken_in(pool):
+def _taken_in(pool: asyncpg.Pool) -> Callable[[str, str], Awaitable[bool]]:
     """Whether any tenant's row of a table holds an id (as the system principal: the import's own sees one tenant)."""
 
     async def taken(table: str, row_id: str) -> bool:
@@ -66,7 +70,7 @@ def _taken_in(pool):
     return taken
 
 
-async def load(system: System, tenant: str, workspace: str, records: list) -> dict[str, int]:
+async def load(system: System, tenant: str, workspace: str, records: list[Any]) -> dict[str, int]:
     redis = redis_client.client(system.redis_url, timeout=system.settings.redis_timeout_s) if system.redis_url else None
     try:
         async with service_pool(system) as pool:

@@ -12,7 +12,9 @@ import asyncio
 import json
 import re
 import sys
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from memento_memory_api.repositories import api_keys
 from memento_shared.db.pool import create_pool
@@ -34,7 +36,7 @@ def _name(value: str) -> str:
     return value
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     parser = subparsers.add_parser("keys", help="create, list and revoke per-tenant API keys")
     commands = parser.add_subparsers(dest="action", required=True)
     create = commands.add_parser("create", help="a new key (printed once)")
@@ -56,7 +58,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     revoke.set_defaults(handler=lambda args: asyncio.run(_revoke(args)))
 
 
-async def _system(work):
+async def _system(work: Callable[[Any], Awaitable[Any]]) -> Any:
     pool = await create_pool(cli_settings(), "admin", max_size=1)
     try:
         async with pool.acquire() as conn, conn.transaction():

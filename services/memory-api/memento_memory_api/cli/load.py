@@ -53,7 +53,7 @@ class Loader:
     # distributed by tenant), so an imported id another tenant holds takes a remapped one here instead
     taken: Callable[[str, str], Awaitable[bool]] | None = None
     ids: dict[str, dict[str, str]] = field(default_factory=lambda: {k: {} for k in MAPPED})
-    counts: Counter = field(default_factory=Counter)  # "<kind> added|kept|remapped"
+    counts: Counter[Any] = field(default_factory=Counter)  # "<kind> added|kept|remapped"
     new_fragments: list[tuple[Record, str]] = field(default_factory=list)
     versions: dict[str, list[int]] = field(default_factory=dict)  # item id -> versions added
     latest: dict[str, int | None] = field(default_factory=dict)  # item id -> its wanted latest version
@@ -82,7 +82,7 @@ class Loader:
             if record.kind.key == "id" and (not isinstance(record.row.get("id"), str) or not record.row["id"]):
                 raise BadRecord(record, "id", "must be a non-empty string")
 
-    async def load(self, records: list[Record]) -> Counter:
+    async def load(self, records: list[Record]) -> Counter[Any]:
         self.check(records)
         order = {k.kind: i for i, k in enumerate(kinds.KINDS)}
         progress = Progress("importing", len(records))

@@ -12,8 +12,10 @@ import asyncio
 import contextlib
 import json
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any
+
+import asyncpg
 
 from memento_memory_api.cli.system import CliError, System, checked_name, located, service_pool
 from memento_memory_api.uow import Scope, UnitOfWorkFactory
@@ -31,7 +33,7 @@ _OTHER = (("document", "doc_items"), ("wm_item", "wm_items"), ("skip_entry", "sk
 _HIDDEN = ["tenant_id", "workspace", "tsv", "content_key", "embedding"]
 
 
-def add_commands(subparsers: argparse._SubParsersAction) -> None:
+def add_commands(subparsers: argparse._SubParsersAction[Any]) -> None:
     search = subparsers.add_parser("search", help="recall memories by text (keywords and meaning)")
     search.add_argument("query", metavar="QUERY")
     search.add_argument("--limit", type=int, default=10, help="at most this many memories (1-100; default 10)")
@@ -48,7 +50,7 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
         parser.set_defaults(handler=lambda args, handler=handler: _run(handler, args))
 
 
-def _run(handler, args: argparse.Namespace) -> int:
+def _run(handler: Callable[..., Awaitable[tuple[Any, str]]], args: argparse.Namespace) -> int:
     tenant, workspace = checked_name(args.tenant, "--tenant"), checked_name(args.workspace, "--workspace")
     try:
         with located() as system:
@@ -105,7 +107,7 @@ async def _context(system: System, tenant: str, workspace: str) -> AsyncIterator
                 await redis.aclose()
 
 
-async def _search(system: System, tenant: str, workspace: str, args) -> tuple[Any, str]:
+async def _search(system: System, tenant: str, workspace: str, args: argparse.Namespace) -> tuple[Any, str]:
     from memento_memory_api.tools.registry import HANDLERS
     from memento_shared.tools.registry import TOOLS
 
@@ -120,7 +122,7 @@ async def _search(system: System, tenant: str, workspace: str, args) -> tuple[An
     return answer, "".join(f"{line}\n" for line in lines) or "no memories found\n"
 
 
-async def _forget(system: System, tenant: str, workspace: str, args) -> tuple[Any, str]:
+async def _forget(system: System, tenant: str, workspace: str, args: argparse.Namespace) -> tuple[Any, str]:
     from memento_memory_api.tools.registry import HANDLERS
     from memento_shared.tools.registry import TOOLS
 
@@ -135,7 +137,7 @@ async def _forget(system: System, tenant: str, workspace: str, args) -> tuple[An
     return answer, f"forgot {args.id}\n"
 
 
-async def _show(system: System, tenant: str, workspace: str, args) -> tuple[Any, str]:
+async def _show(system: System, tenant: str, workspace: str, args: argparse.Namespace) -> tuple[Any, str]:
     async with service_pool(system) as pool, pool.acquire() as conn:
         async with transaction_as(conn, tenant_id=tenant, workspace=workspace, agent_id="admin", access="admin"):
             found = await _row(conn, "fragments", args.id)
@@ -160,18 +162,18 @@ async def _show(system: System, tenant: str, workspace: str, args) -> tuple[Any,
     return answer, _describe(answer)
 
 
-async def _row(conn, table: str, row_id: str) -> dict | None:
+async def _row(conn: asyncpg.Connection, table: str, row_id: str) -> dict[str, Any] | None:
     text = await conn.fetchval(
         f"SELECT (to_jsonb(t) - $2::text[])::text FROM agent_memory.{table} t WHERE id = $1", row_id, _HIDDEN
     )
     return json.loads(text) if text else None
 
 
-async def _rows(conn, sql: str, *params) -> list[dict]:
+async def _rows(conn: asyncpg.Connection, sql: str, *params: Any) -> list[dict[str, Any]]:
     return [json.loads(r[0]) for r in await conn.fetch(f"SELECT to_jsonb(q)::text FROM ({sql}) q", *params)]
 
 
-async def _fragment_extras(conn, fragment_id: str) -> dict[str, Any]:
+async def _fragment_extras(conn: asyncpg.Connection, fragment_id: str) -> dict[str, Any]:
     versions = await _rows(
         conn,
         "SELECT content, topic, keywords, type, importance, amended_at, amended_by FROM agent_memory.fragment_versions"

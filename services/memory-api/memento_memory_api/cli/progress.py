@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import sys
 import time
+from typing import IO
 
 
 class Progress:
-    def __init__(self, label: str, total: int | None = None, stream=None) -> None:
+    def __init__(self, label: str, total: int | None = None, stream: IO[str] | None = None) -> None:
         self.label = label
         self.total = total
         self.done = 0

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -48,7 +49,7 @@ def read(path: Path, source: str, max_chars: int) -> list[Record]:
     return read_mem0(path, max_chars)
 
 
-def _lines(path: Path):
+def _lines(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
     with path.open(encoding="utf-8") as handle:
         try:
             for number, line in enumerate(handle, 1):
@@ -88,7 +89,7 @@ def read_memento(path: Path) -> list[Record]:
     return records
 
 
-def _complete(header: dict, records: list[Record]) -> None:
+def _complete(header: dict[str, Any], records: list[Record]) -> None:
     """The rows of each kind the header counted are all there: a file cut short is refused, not half imported."""
     counted = header.get("counts")
     if not isinstance(counted, dict):
@@ -159,7 +160,7 @@ def read_mcp_memory(path: Path, max_chars: int) -> list[Record]:
     observations: dict[str, Record] = {}
     relations: dict[str, Record] = {}
     links: list[tuple[str, str, str, str]] = []  # (where, from id, to id, relation type)
-    pending: list[tuple[str, dict]] = []
+    pending: list[tuple[str, dict[str, Any]]] = []
     for where, value in _lines(path):
         kind = value.get("type")
         if kind == "entity":

@@ -22,6 +22,9 @@ from memento_shared.tools.fragments import RecallArgs
 
 DEFAULT_LINK_TYPES = ["caused_by", "resolved_by", "related"]
 PAGED_CANDIDATES = 500  # per list, when paging: a snapshot holds every match up to about this many
+# Without pageSize, at most the reference project's default page (its pagination.defaultPageSize): the first page, and
+# no cursor, as its recall answers a client that never sends one (docs/dialects/fragments.md "Pages")
+DEFAULT_PAGE = 20
 
 
 async def recall(ctx: ToolContext, args: RecallArgs) -> dict[str, Any]:
@@ -48,7 +51,7 @@ async def recall(ctx: ToolContext, args: RecallArgs) -> dict[str, Any]:
             await _as_of(conn, rows, as_of, args.includeSuperseded)
         composite = not args.text and len(rows) > 1 and await _store_is_large(ctx, conn, agents)  # one row: no order
         order = [i for i in _order(ctx, found, composite) if i in rows and i not in seen]
-        page_size = args.pageSize or len(order)
+        page_size = args.pageSize or DEFAULT_PAGE
         chosen, used = _within_budget(order, rows, args.tokenBudget, page_size, at_least_one=paging)
         next_cursor = None
         if paging and len(chosen) < len(order):
@@ -63,7 +66,10 @@ async def recall(ctx: ToolContext, args: RecallArgs) -> dict[str, Any]:
     trace.get_current_span().set_attribute("memento.recall.tiers", sorted(set(found.tiers.values())))
     result = [render.fragment(rows[i], found.tiers.get(i), found.similarity.get(i)) for i in chosen]
     result += [render.fragment(r, "link", None, linked=True) for r in linked_rows]
-    return _answer(ctx, result, used, args.tokenBudget, args.fields, next_cursor)
+    answer = _answer(ctx, result, used, args.tokenBudget, args.fields, next_cursor)
+    if found.partial:  # some rows were found by their words only (engine.Found.partial)
+        answer["meaningSearch"] = "partial"
+    return answer
 
 
 async def _next_page(ctx: ToolContext, args: RecallArgs) -> dict[str, Any]:

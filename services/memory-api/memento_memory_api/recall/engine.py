@@ -1,6 +1,7 @@
 """The one search engine every dialect's searches go through: candidate lists from L1 (Redis keyword sets), L2 (GIN
-keyword overlap), L3 (full text + trigram, and the nearest vectors in the active profile) or the newest rows, with the
-same filters at every tier (topic, type, no expired row, no superseded one unless asked), fused by RRF.
+keyword overlap), L3 (full text + trigram, and the nearest vectors in the active profile, among them the caller's newest
+rows still waiting for theirs, scored by the search itself: recall.fresh) or the newest rows, with the same filters at
+every tier (topic, type, no expired row, no superseded one unless asked), fused by RRF.
 
 What a dialect does with the candidates is its own: `recall` (cascade.py) ranks them by seed 000's rules, cuts them to a
 token budget and adds linked fragments; `search_memories` (tools/simple.py) keeps the fused order and its score.
@@ -21,7 +22,7 @@ from opentelemetry import trace
 
 from memento_memory_api.context import ToolContext
 from memento_memory_api.embedding_client import EmbeddingUnavailable
-from memento_memory_api.recall import l1, lexical, relevance, rounds, vector
+from memento_memory_api.recall import fresh, l1, lexical, relevance, rounds, vector
 from memento_memory_api.recall.fusion import rrf
 from memento_memory_api.recall.question import question
 from memento_memory_api.repositories import fragments as repo
@@ -55,6 +56,9 @@ class Query:
     # recall's other filters (repositories.fragments.narrowed): min_importance, is_anchor, case_id, created_from/_to
     narrow: dict | None = None
     limit: int = CANDIDATES  # per list
+    # text the caller hands the model word for word beside the answer (a turn's session items): the caller's rows
+    # without a vector that it holds are not embedded for their meaning (recall.fresh)
+    shown: str | None = None
 
 
 @dataclass
@@ -68,6 +72,8 @@ class Found:
     part_lists: list[list[str]] = field(default_factory=list)  # the lexical list of each part of a multi-part question
     rounds: list[str] = field(default_factory=list)  # the rounds list (recall.rounds), fused at `rounds_weight`
     rounds_weight: float = 0.0
+    fresh: list[str] = field(default_factory=list)  # the caller's rows without a vector yet, scored here (recall.fresh)
+    partial: bool = False  # meaning search left something out: no question vector, or a fresh row it could not score
 
     def fused(self) -> list[tuple[str, float]]:
         """(id, score) best first: a search by text's relevance order, else the ranked lists fused by RRF; rows no
@@ -141,14 +147,35 @@ async def _gather(
     embedding: asyncio.Task | None,
     l1_read: asyncio.Task | None,
 ) -> Found:
-    scope = ctx.scope
     found = Found()
-    rows, tiers = found.rows, found.tiers
     if query.narrow is not None:
         # the narrowing's conditions are one jsonb parameter: a generic plan (which a prepared statement may switch
         # to after five runs) could not use an index for the case or the time range it holds; plan for the values
         await conn.execute("SELECT set_config('plan_cache_mode', 'force_custom_plan', true)")
     filters = {"superseded": query.superseded, "tags": query.tags, "narrow": query.narrow}
+    # the caller's rows still waiting for their vector: read first, so their passages embed while the rest runs
+    own = await fresh.start(ctx, conn, agents, _filters(query), query.shown) if embedding is not None else None
+    try:
+        await _candidates(ctx, query, conn, agents, embedding, l1_read, found, filters, own)
+    finally:
+        if own is not None and own.vectors is not None and not own.vectors.done():
+            own.vectors.cancel()  # the search failed before it needed them
+    return found
+
+
+async def _candidates(
+    ctx: ToolContext,
+    query: Query,
+    conn: Any,
+    agents: list[str] | None,
+    embedding: asyncio.Task | None,
+    l1_read: asyncio.Task | None,
+    found: Found,
+    filters: dict[str, Any],
+    own: fresh.Fresh | None,
+) -> None:
+    scope = ctx.scope
+    rows, tiers = found.rows, found.tiers
     if query.keywords:
         l1_ids = await l1_read if l1_read is not None else None
         if l1_ids:
@@ -178,17 +205,22 @@ async def _gather(
             found.ranked.append(sorted(rows, key=lambda i: (tiers[i] != "L1", -rows[i]["importance"])))
 
     if query.text or query.vector is not None:
-        await _by_text(ctx, query, conn, agents, embedding, found)
+        await _by_text(ctx, query, conn, agents, embedding, found, own)
 
     if not query.keywords and not query.text and query.vector is None:
         for row in await repo.recent(conn, scope, agents, query.topic, query.type, query.limit, **filters):
             rows[row["id"]] = row
             tiers.setdefault(row["id"], "L2")
-    return found
 
 
 async def _by_text(
-    ctx: ToolContext, query: Query, conn: Any, agents: list[str] | None, embedding: asyncio.Task | None, found: Found
+    ctx: ToolContext,
+    query: Query,
+    conn: Any,
+    agents: list[str] | None,
+    embedding: asyncio.Task | None,
+    found: Found,
+    own: fresh.Fresh | None = None,
 ) -> None:
     scope = ctx.scope
     started = time.perf_counter()
@@ -257,16 +289,24 @@ async def _by_text(
     query_vector = query.vector if query.vector is not None else await embedding if embedding is not None else None
     if query_vector is not None and strategy is not None:
         hits = await vector.search(conn, strategy, query_vector)
-        hits = [r for r in hits if query.threshold is None or r["similarity"] >= query.threshold]
-        for row in hits:
+        threshold = query.threshold
+        hits = [r for r in hits if threshold is None or r["similarity"] >= threshold]
+        scored = [(r, float(r["similarity"])) for r in hits]
+        if own is not None and own.rows:
+            with_fresh = await _with_fresh(ctx, own, scored, query_vector, query, found)
+            scored = with_fresh if with_fresh is not None else scored
+        for row, similarity in scored:
             found.rows.setdefault(row["id"], row)
             found.tiers.setdefault(row["id"], "L3")
-            found.similarity[row["id"]] = float(row["similarity"])
-        found.ranked.append([r["id"] for r in hits])
+            found.similarity[row["id"]] = similarity
+        found.ranked.append([r["id"] for r, _ in scored])
         if want is not None and tuning.rounds > 0:
+            # the index's rows only: fresh ones have no stored vector to sum
             await _rounds(ctx, query, conn, agents, hits, query_vector, found, near)
     elif strategy is not None:
         await vector.release(conn, strategy)
+    if embedding is not None and query_vector is None:
+        found.partial = True  # no question vector: found by words only
     if want is not None:
         found.ranked.append(lexical_ids)
         _arrange(found, want, tuning, near, known)
@@ -286,6 +326,22 @@ async def _rounds(
     for i, row in rows.items():
         if i not in found.rows:
             near[1].setdefault(i, row)
+
+
+async def _with_fresh(
+    ctx: ToolContext, own: fresh.Fresh, hits: list[tuple[Any, float]], query_vector: Any, query: Query, found: Found
+) -> list[tuple[Any, float]] | None:
+    """The vector list with the caller's fresh rows scored in (recall.fresh), their vectors handed to the write-back;
+    None when their vectors could not be computed (the index's answer stands, and the search says it was partial)."""
+    vectors = await own.vectors if own.vectors is not None else None
+    found.partial = own.unscored(vectors)
+    if vectors is None:
+        return None
+    found.fresh = [r["id"] for r in own.rows]
+    trace.get_current_span().set_attribute("memento.recall.fresh_rows", len(own.rows))
+    if ctx.write_back is not None:
+        ctx.write_back.submit(ctx.scope, ctx.profile.id, own.rows, vectors)
+    return fresh.merged(hits, own, vectors, query_vector, query.limit, query.threshold)
 
 
 def _with_expansion(text: str) -> str:

@@ -245,21 +245,27 @@ def order(
             if _timely(rows[i], want):
                 scores[i] *= 1 + tuning.time_boost
     if (tuning.lift > 0 or tuning.answer_lift > 0) and tuning.lift_top > 0 and scores:
-        lifted: dict[str, float] = {}  # the lifts of the best rows, applied once all are known
-        for hit, score in _best(scores, tuning.lift_top):
-            before, after = _nearest(hit, rows, neighbours)
-            answer = tuning.answer_lift if asks(rows[hit]) else 0.0
-            for near, share in ((before, tuning.lift), (after, max(tuning.lift, answer))):
-                if near is not None and share > 0 and score * share > lifted.get(near, 0.0):
-                    lifted[near] = score * share
-        for near, score in lifted.items():
-            if score > scores.get(near, 0.0):
-                scores[near] = score
+        _lift(scores, rows, neighbours, tuning)
     if tuning.question_discount > 0:
         for i in scores:
             if asks(rows[i]):
                 scores[i] *= 1 - tuning.question_discount
     return sorted(scores.items(), key=lambda pair: (-pair[1], pair[0]))
+
+
+def _lift(scores: dict[str, float], rows: dict[str, Any], neighbours: dict[str, list[str]], tuning: Tuning) -> None:
+    """The neighbour lift, in place: the rows on each side of the best rows take a share of their score (the row after
+    a question the larger answer share), applied once every lift is known."""
+    lifted: dict[str, float] = {}
+    for hit, score in _best(scores, tuning.lift_top):
+        before, after = _nearest(hit, rows, neighbours)
+        answer = tuning.answer_lift if asks(rows[hit]) else 0.0
+        for near, share in ((before, tuning.lift), (after, max(tuning.lift, answer))):
+            if near is not None and share > 0 and score * share > lifted.get(near, 0.0):
+                lifted[near] = score * share
+    for near, score in lifted.items():
+        if score > scores.get(near, 0.0):
+            scores[near] = score
 
 
 _ASKS = ("?", "？")

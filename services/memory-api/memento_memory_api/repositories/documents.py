@@ -270,7 +270,7 @@ async def trigram(
     return [(r["item_id"], r["version_num"], r["chunk_index"]) for r in rows]
 
 
-async def nearest(
+async def nearest_scored(
     conn: asyncpg.Connection,
     scope: Scope,
     profile_id: str,
@@ -279,9 +279,9 @@ async def nearest(
     kinds,
     archived: bool,
     limit: int,
-) -> list[tuple]:
-    """The chunks nearest the query vector in the active profile (HNSW with an iterative scan, so chunks of other
-    workspaces or old versions the index meets first do not leave the list short)."""
+) -> list[tuple[tuple, float]]:
+    """The chunks nearest the query vector in the active profile, with their cosine distance (HNSW with an iterative
+    scan, so chunks of other workspaces or old versions the index meets first do not leave the list short)."""
     if not profile_id.replace("_", "").isalnum():
         raise ValueError(f"bad profile id {profile_id!r}")
     await conn.execute(
@@ -309,7 +309,76 @@ async def nearest(
         rows = await conn.fetch(f"SELECT * FROM ({candidates} OFFSET 0) c ORDER BY distance LIMIT $6", *args)
     # relaxed_order may hand a candidate back a little out of order: the list is sorted by distance here
     rows = sorted(rows, key=lambda r: (r["distance"], r["item_id"], r["chunk_index"]))
-    return [(r["item_id"], r["version_num"], r["chunk_index"]) for r in rows]
+    return [((r["item_id"], r["version_num"], r["chunk_index"]), float(r["distance"])) for r in rows]
+
+
+async def nearest(
+    conn: asyncpg.Connection,
+    scope: Scope,
+    profile_id: str,
+    dimension: int,
+    vector: Any,
+    kinds,
+    archived: bool,
+    limit: int,
+) -> list[tuple]:
+    """The keys of `nearest_scored`'s chunks, nearest first."""
+    scored = await nearest_scored(conn, scope, profile_id, dimension, vector, kinds, archived, limit)
+    return [key for key, _ in scored]
+
+
+async def fresh_chunks(
+    conn: asyncpg.Connection, scope: Scope, profile_id: str, kinds, archived: bool, items: int
+) -> list[asyncpg.Record]:
+    """The chunks of the latest versions of the workspace's `items` most recently written documents (pinned and not,
+    each walked newest first through doc_items_scope_idx) that have no vector in the profile yet, of the kinds and
+    status a search reads; newest document first, then in document order (memory-api recall.fresh_chunks)."""
+    if not profile_id.replace("_", "").isalnum():
+        raise ValueError(f"bad profile id {profile_id!r}")
+    newest = (
+        "SELECT id, kind, status, is_canonical, latest_version, updated_at FROM agent_memory.doc_items"
+        " WHERE tenant_id = $1 AND workspace = $2 AND pinned = {pinned} ORDER BY updated_at DESC LIMIT $5"
+    )
+    return await conn.fetch(
+        "SELECT c.item_id, c.version_num, c.chunk_index, c.text, c.heading_path, c.token_estimate, i.is_canonical"
+        f" FROM (SELECT * FROM (({newest.format(pinned='true')}) UNION ALL ({newest.format(pinned='false')})) n"
+        " ORDER BY updated_at DESC LIMIT $5) i"
+        " JOIN agent_memory.doc_chunks c ON c.item_id = i.id AND c.version_num = i.latest_version AND c.tenant_id = $1"
+        " WHERE ($3::text[] IS NULL OR i.kind = ANY($3)) AND ($4 OR i.status = 'active')"
+        " AND NOT EXISTS (SELECT 1 FROM agent_memory.chunk_embeddings e WHERE e.item_id = c.item_id"
+        f" AND e.version_num = c.version_num AND e.chunk_index = c.chunk_index AND e.profile_id = '{profile_id}'"
+        " AND e.tenant_id = $1) ORDER BY i.updated_at DESC, c.item_id, c.chunk_index",
+        scope.tenant_id,
+        scope.workspace,
+        kinds,
+        archived,
+        items,
+    )
+
+
+async def chunks_indexed(
+    conn: asyncpg.Connection, scope: Scope, item_id: str, version_num: int, profile_id: str
+) -> bool:
+    """Whether every chunk of the version has its vector in the profile (a write's `indexed`)."""
+    return not await conn.fetchval(
+        "SELECT EXISTS (SELECT 1 FROM agent_memory.doc_chunks c WHERE c.item_id = $1 AND c.version_num = $2"
+        " AND c.tenant_id = $4 AND NOT EXISTS (SELECT 1 FROM agent_memory.chunk_embeddings e"
+        " WHERE e.item_id = c.item_id AND e.version_num = c.version_num AND e.chunk_index = c.chunk_index"
+        " AND e.profile_id = $3 AND e.tenant_id = $4))",
+        item_id,
+        version_num,
+        profile_id,
+        scope.tenant_id,
+    )
+
+
+# A chunk's vector as the embedder writes it (ON CONFLICT DO NOTHING: a version's chunks never change), for a chunk
+# that still exists
+STORE_CHUNK_SQL = (
+    "INSERT INTO agent_memory.chunk_embeddings (tenant_id, workspace, item_id, version_num, chunk_index, profile_id,"
+    " embedding) SELECT tenant_id, workspace, item_id, version_num, chunk_index, $4, $6 FROM agent_memory.doc_chunks"
+    " WHERE item_id = $1 AND version_num = $2 AND chunk_index = $3 AND tenant_id = $5 ON CONFLICT DO NOTHING"
+)
 
 
 async def chunk_rows(conn: asyncpg.Connection, keys: list[tuple]) -> dict[tuple, asyncpg.Record]:

@@ -45,9 +45,9 @@ def narrowed(alias: str, narrow: str) -> str:
 
 
 def live(alias: str, superseded: str) -> str:
-    """SQL: the row is one a search may return. Never an expired one (DIALECTS.md: expired rows are left out of every
-    search of every dialect); a superseded one only when the boolean parameter `superseded` says so (seed 002 filters
-    them out at once; recall shows them with includeSuperseded)."""
+    """SQL: the row is one a search may return. Never an expired one (docs/dialects.md: expired rows are left out of
+    every search of every dialect); a superseded one only when the boolean parameter `superseded` says so (seed 002
+    filters them out at once; recall shows them with includeSuperseded)."""
     return (
         f"({alias}.expires_at IS NULL OR {alias}.expires_at > now())"
         f" AND ({superseded}::bool OR {alias}.superseded_by IS NULL)"
@@ -343,15 +343,16 @@ async def touch(conn: asyncpg.Connection, counts: dict[str, int], half_life_days
     await conn.execute(
         "SELECT 1 FROM agent_memory.fragments WHERE id = ANY($1::text[]) ORDER BY id FOR NO KEY UPDATE", ids
     )
-    await conn.execute(
-        "UPDATE agent_memory.fragments f SET access_count = f.access_count + c.n, accessed_at = now(),"
-        " utility_score = CASE WHEN f.is_anchor THEN f.utility_score ELSE agent_memory.utility_score("
-        "f.quality_score, f.importance, f.access_count + c.n, now(), $3) END"
-        " FROM unnest($1::text[], $2::int[]) AS c(id, n) WHERE f.id = c.id",
-        ids,
-        [counts[i] for i in ids],
-        half_life_days,
-    )
+    await conn.execute(TOUCH_SQL, ids, [counts[i] for i in ids], half_life_days)
+
+
+# no indexed column changes (tests/integration/test_index_upkeep.py): Postgres rewrites the row in place
+TOUCH_SQL = (
+    "UPDATE agent_memory.fragments f SET access_count = f.access_count + c.n, accessed_at = now(),"
+    " utility_score = CASE WHEN f.is_anchor THEN f.utility_score ELSE agent_memory.utility_score("
+    "f.quality_score, f.importance, f.access_count + c.n, now(), $3) END"
+    " FROM unnest($1::text[], $2::int[]) AS c(id, n) WHERE f.id = c.id"
+)
 
 
 async def get(conn: asyncpg.Connection, fragment_id: str, *, for_update: bool = False) -> asyncpg.Record | None:
@@ -494,6 +495,19 @@ async def stats(conn: asyncpg.Connection, scope: Scope, agents: list[str] | None
         scope.workspace,
         agents,
     )
+    # rows whose current content has no vector in the profile yet: the embedder's backlog, and how long the oldest
+    # has waited (since it was written or its content amended)
+    waiting = await conn.fetchrow(
+        "SELECT count(*) AS n, extract(epoch FROM now() - min(f.updated_at))::float8 AS oldest"
+        " FROM agent_memory.fragments f WHERE f.tenant_id = $2 AND f.workspace = $3"
+        " AND ($4::text[] IS NULL OR f.agent_id = ANY($4)) AND NOT EXISTS (SELECT 1"
+        " FROM agent_memory.fragment_embeddings e WHERE e.fragment_id = f.id AND e.profile_id = $1"
+        " AND e.tenant_id = $2 AND e.content_hash = f.content_hash)",
+        profile_id,
+        scope.tenant_id,
+        scope.workspace,
+        agents,
+    )
     links = await conn.fetchval(
         "SELECT count(*) FROM agent_memory.fragment_links WHERE tenant_id = $1 AND workspace = $2"
         " AND ($3::text[] IS NULL OR agent_id = ANY($3))",
@@ -528,6 +542,8 @@ async def stats(conn: asyncpg.Connection, scope: Scope, agents: list[str] | None
         "by_tier": {r["ttl_tier"]: r["n"] for r in groups if r["g"] == 1},
         "by_type": {r["type"]: r["n"] for r in groups if r["g"] == 2},
         "embedded": embedded,
+        "embedding_backlog": waiting["n"],
+        "embedding_backlog_oldest_s": waiting["oldest"],
         "links": links,
         "backlog": {r["event_type"]: r["n"] for r in backlog},
         "dead_letters": dead,
@@ -548,6 +564,22 @@ async def store_vector(conn: asyncpg.Connection, profile_id: str, fragment_id: s
         chash,
         vector,
     )
+
+
+async def indexed(conn: asyncpg.Connection, scope: Scope, profile_id: str, ids: list[str]) -> set[str]:
+    """Those of `ids` whose vector for their current content is in the profile: searchable by meaning by every
+    reader (a write's `indexed`)."""
+    if not ids:
+        return set()
+    rows = await conn.fetch(
+        "SELECT f.id FROM agent_memory.fragments f JOIN agent_memory.fragment_embeddings e ON e.fragment_id = f.id"
+        " AND e.profile_id = $2 AND e.tenant_id = $3 AND e.content_hash = f.content_hash"
+        " WHERE f.id = ANY($1::text[]) AND f.tenant_id = $3",
+        ids,
+        profile_id,
+        scope.tenant_id,
+    )
+    return {r["id"] for r in rows}
 
 
 async def lock_pair(conn: asyncpg.Connection, first: str, second: str) -> dict[str, asyncpg.Record]:

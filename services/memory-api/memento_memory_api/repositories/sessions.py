@@ -106,7 +106,7 @@ async def release_turn(conn: asyncpg.Connection, scope: Scope, session_id: str, 
     )
 
 
-async def add_events(conn: asyncpg.Connection, scope: Scope, session_id: str, turn_id: str, events: list) -> None:
+async def add_events(conn: asyncpg.Connection, scope: Scope, session_id: str, turn_id: str, events: list[Any]) -> None:
     """events: (role, item, item_hash, tokens) in order."""
     await conn.executemany(
         "INSERT INTO agent_memory.session_events (tenant_id, workspace, session_id, turn_id, role, item, item_hash,"

@@ -7,6 +7,9 @@ calls do. The gateway never forwards /internal/* for MCP clients, and memory-api
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+from typing import Any
+
 import asyncpg
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
@@ -18,11 +21,11 @@ from memento_shared.principal import HEADER, PrincipalError, decode_principal
 router = APIRouter()
 
 
-def binding(row: asyncpg.Record) -> dict:
+def binding(row: asyncpg.Record) -> dict[str, Any]:
     return {k: list(row[k]) if isinstance(row[k], list) else row[k] for k in api_keys.BINDING}
 
 
-async def _answer(request: Request, field: str, find) -> JSONResponse:
+async def _answer(request: Request, field: str, find: Callable[..., Awaitable[Any]]) -> JSONResponse:
     state = request.app.state
     try:
         caller = decode_principal(request.headers.get(HEADER), state.settings.internal_secret)

@@ -14,6 +14,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
 from memento_memory_api import completion, prompts
+from memento_memory_api.context import ToolContext
 from memento_memory_api.routes.tools import resolve_scope, storage_error, tool_context
 from memento_shared.errors import ErrorCode, MementoError
 from memento_shared.jsonio import JSONBody
@@ -44,7 +45,7 @@ async def _answer(request: Request, method: str, work: Work) -> JSONResponse:
         return JSONBody(storage_error(exc).to_body())
 
 
-def _context(request: Request, principal: Principal):
+def _context(request: Request, principal: Principal) -> ToolContext:
     """The tool context of a call with no agentId: the caller's own namespace, as a tool call without one."""
     scope = resolve_scope(principal, None, request.headers.get("X-Memento-Session-Id"))
     return tool_context(request.app.state, principal, scope)

@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import base64
 import json
+from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import Any
 
+import asyncpg
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
@@ -31,7 +33,7 @@ TEMPLATE = {
 }
 
 
-async def _answer(request: Request, work) -> JSONResponse:
+async def _answer(request: Request, work: Callable[..., Awaitable[dict[str, Any]]]) -> JSONResponse:
     state = request.app.state
     try:
         principal = decode_principal(request.headers.get(HEADER), state.settings.internal_secret)
@@ -57,7 +59,7 @@ def _cursor(row: Any) -> str:
     return base64.urlsafe_b64encode(raw.encode()).decode()
 
 
-def _after(cursor: Any) -> tuple | None:
+def _after(cursor: Any) -> tuple[Any, ...] | None:
     if cursor is None:
         return None
     try:
@@ -69,7 +71,7 @@ def _after(cursor: Any) -> tuple | None:
 
 @router.post("/v1/resources/list")
 async def resources_list(request: Request) -> JSONResponse:
-    async def work(conn, scope: Scope, params: dict) -> dict[str, Any]:
+    async def work(conn: asyncpg.Connection, scope: Scope, params: dict[str, Any]) -> dict[str, Any]:
         rows = await docs.page(conn, scope, _after(params.get("cursor")), PAGE + 1)
         resources = [
             {
@@ -90,7 +92,7 @@ async def resources_list(request: Request) -> JSONResponse:
 
 @router.post("/v1/resources/templates/list")
 async def resource_templates(request: Request) -> JSONResponse:
-    async def work(conn, scope: Scope, params: dict) -> dict[str, Any]:
+    async def work(conn: asyncpg.Connection, scope: Scope, params: dict[str, Any]) -> dict[str, Any]:
         return {"resourceTemplates": [TEMPLATE]}
 
     return await _answer(request, work)
@@ -98,7 +100,7 @@ async def resource_templates(request: Request) -> JSONResponse:
 
 @router.post("/v1/resources/read")
 async def resources_read(request: Request) -> JSONResponse:
-    async def work(conn, scope: Scope, params: dict) -> dict[str, Any]:
+    async def work(conn: asyncpg.Connection, scope: Scope, params: dict[str, Any]) -> dict[str, Any]:
         uri = params.get("uri")
         if not isinstance(uri, str) or not uri.startswith(PREFIX):
             raise not_found(f"resource {uri!r}")

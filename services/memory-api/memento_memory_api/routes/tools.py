@@ -68,7 +68,7 @@ def resolve_scope(principal: Principal, requested_agent: str | None, session_id:
     return Scope(principal.tenant_id, workspace, requested_agent, "agent", session_id)
 
 
-def tool_context(state, principal: Principal, scope: Scope, progress_id: str | None = None) -> ToolContext:
+def tool_context(state: Any, principal: Principal, scope: Scope, progress_id: str | None = None) -> ToolContext:
     """The context a handler runs with, from the app's shared clients (also for the console, routes/console.py)."""
     return ToolContext(
         principal=principal,
@@ -82,6 +82,7 @@ def tool_context(state, principal: Principal, scope: Scope, progress_id: str | N
         access=state.access,
         partition_verdicts=state.partition_verdicts,
         l1=state.l1_keeper,
+        write_back=state.write_back,
         progress_id=progress_id,
         llm=state.llm,
         heuristic=state.heuristic,
@@ -103,7 +104,7 @@ async def call_tool(name: str, request: Request) -> JSONResponse:
 
 
 async def run_tool(
-    state, principal: Principal, name: str, body: Awaitable[Any], session_id: str | None, progress_id: str | None
+    state: Any, principal: Principal, name: str, body: Awaitable[Any], session_id: str | None, progress_id: str | None
 ) -> dict[str, Any]:
     """One call of a known tool, answered as `{"result": ...}` (and `text`) or `{"error": ...}` in its dialect's
     codes: the request's body (awaited here, so a body that is no JSON is answered like any failure), its arguments

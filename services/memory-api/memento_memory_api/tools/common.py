@@ -49,8 +49,9 @@ def short_id(prefix: str) -> str:
 
 
 def in_workspace(ctx: ToolContext, workspace: str | None) -> ToolContext:
-    """The call's context, reading `workspace` instead of its own: another workspace of the same tenant that the
-    credential allows (seed 003's peek; DIALECTS.md "Scope"), read only by the tools that offer it."""
+    """The call's context in `workspace` instead of its own: another workspace of the same tenant that the credential
+    allows (docs/dialects.md "Scope"): seed 003's peek, which only reads; seed 004's `project` and the `workspace` of
+    seed 000's reference project, in which those tools also write."""
     if workspace is None or workspace == ctx.scope.workspace:
         return ctx
     if not ctx.principal.allows_workspace(workspace):

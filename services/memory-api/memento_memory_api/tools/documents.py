@@ -1,6 +1,6 @@
 """Seed 001's documents (the `documents` profile): commits and canonical upserts with versions and idempotency keys,
-get by version, outline, sections by anchor, context packs and restore bundles (DIALECTS.md "documents"). A write is
-one transaction: the item, its new version (only when the content changed) and its chunks with their full-text
+get by version, outline, sections by anchor, context packs and restore bundles (docs/dialects.md "documents"). A write
+is one transaction: the item, its new version (only when the content changed) and its chunks with their full-text
 vectors, so every read sees it at once; the embedder adds the chunks' vectors from the version's event."""
 
 from __future__ import annotations
@@ -9,15 +9,18 @@ import asyncio
 import hashlib
 import json
 import math
+import re
 import secrets
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from opentelemetry import trace
 
 from memento_memory_api.context import ToolContext
+from memento_memory_api.recall import fresh_chunks
 from memento_memory_api.recall.fusion import rrf
 from memento_memory_api.recall.lexical import identifier_in, terms
 from memento_memory_api.repositories import documents as docs
@@ -27,7 +30,7 @@ from memento_memory_api.uow import UnitOfWork
 from memento_shared.errors import ErrorCode, MementoError, not_found, unavailable
 from memento_shared.telemetry.metrics import SEARCH_LATENCY
 from memento_shared.text.chunking import chunk_markdown, outline
-from memento_shared.text.keywords import normalise_keywords
+from memento_shared.text.keywords import STOPWORDS, normalise_keywords
 from memento_shared.text.redaction import redact_pii
 from memento_shared.tools.documents import (
     CommitArgs,
@@ -91,12 +94,13 @@ async def _write(
     latest = await docs.version(conn, item["id"])
     content_hash = hashlib.sha256(content.encode()).hexdigest()
     if latest is not None and latest["content_hash"] == content_hash:
-        return {"itemId": item["id"], "versionNum": latest["version_num"], "created": False}
+        indexed = await docs.chunks_indexed(conn, ctx.scope, item["id"], latest["version_num"], ctx.profile.id)
+        return {"itemId": item["id"], "versionNum": latest["version_num"], "created": False, "indexed": indexed}
     num = latest["version_num"] + 1 if latest else 1
     await docs.add_version(conn, ctx.scope, item["id"], num, content, content_hash, chunk_markdown(content), commit_id)
     await docs.make_latest(conn, ctx.scope, item["id"], latest["version_num"] if latest else None, num)
     uow.emit("document.versioned", {"item_id": item["id"], "version_num": num})
-    return {"itemId": item["id"], "versionNum": num, "created": True}
+    return {"itemId": item["id"], "versionNum": num, "created": True, "indexed": False}  # the embedder's to do
 
 
 async def _canonical_item(conn: Any, ctx: ToolContext, key: str, kind: str, title: str, doc_class, tags) -> Any:
@@ -252,41 +256,50 @@ def _own_sections(content: str) -> list[tuple[Any, str]]:
     return out
 
 
-@handles("canonical.context_pack")
-async def canonical_context_pack(ctx: ToolContext, args: ContextPackArgs) -> dict[str, Any]:
-    _, found = await _document(ctx, args.canonicalKey, None)
-    sections = [(s, text) for s, text in _own_sections(found["content"]) if text.strip()]
-    scores = _relevance(_terms(args.goal), [text for _, text in sections])
+def _pack(content: str, goal: set[str], max_chars: int) -> tuple[list[tuple[Any, str]], int]:
+    """The document's sections most relevant to the goal's words, in document order, within `max_chars` (sections
+    joined by a blank line); with the characters they take."""
+    sections = [(s, text) for s, text in _own_sections(content) if text.strip()]
+    scores = _relevance(goal, [text for _, text in sections])
     ranked = sorted(range(len(sections)), key=lambda i: (-scores[i], sections[i][0].start))
     chosen, used = set(), 0
     for i in ranked:
         size = len(sections[i][1]) + (2 if chosen else 0)  # the blank line that joins it to the others
-        if scores[i] <= 0 or used + size > args.maxChars:
+        if scores[i] <= 0 or used + size > max_chars:
             continue
         chosen.add(i)
         used += size
-    packed = [
-        {"anchor": s.anchor, "headingPath": list(s.heading_path), "title": s.title, "contentMarkdown": text}
-        for i, (s, text) in enumerate(sections)
-        if i in chosen
-    ]
+    return [section for i, section in enumerate(sections) if i in chosen], used
+
+
+@handles("canonical.context_pack")
+async def canonical_context_pack(ctx: ToolContext, args: ContextPackArgs) -> dict[str, Any]:
+    _, found = await _document(ctx, args.canonicalKey, None)
+    packed, used = _pack(found["content"], _terms(args.goal), args.maxChars)
     return {
         "canonicalKey": args.canonicalKey,
         "versionNum": found["version_num"],
-        "sections": packed,
+        "sections": [
+            {"anchor": s.anchor, "headingPath": list(s.heading_path), "title": s.title, "contentMarkdown": text}
+            for s, text in packed
+        ],
         "totalChars": used,
     }
 
 
 TROUBLESHOOTING_DAYS, TROUBLESHOOTING_LIMIT = 30, 5  # seed 001 Part 8's restore defaults
+PACK_CHARS = 8000  # a goal's canonical document in a restore bundle: its sections, as canonical.context_pack's default
+CUT = "\n[…cut to fit maxChars]\n"
 
 
 @handles("memory.restore")
 async def memory_restore(ctx: ToolContext, args: RestoreArgs) -> dict[str, Any]:
     """A bundle that is the same, byte for byte, for the same store and arguments: pinned canonical documents (by
     key), the latest snapshot (the newest note), troubleshooting of the last 30 days (newest 5), then the items most
-    relevant to the goal; each in a fixed order, within maxItems and maxChars (a last block that does not fit is cut
-    to the room left, and marked so)."""
+    relevant to the goal: canonical documents first, each as the sections that answer the goal (canonical.context_pack
+    within PACK_CHARS and the room left, so a long document's answer is never cut away behind its opening), then the
+    others whole. Each group in a fixed order, within maxItems and maxChars (a last whole block that does not fit is
+    cut to the room left, and marked so)."""
     async with ctx.uow(ctx.scope) as uow:
         rows = await docs.latest_items(uow.conn, ctx.scope, args.kinds, 1000)
         now = await uow.conn.fetchval("SELECT now()")
@@ -306,33 +319,34 @@ async def memory_restore(ctx: ToolContext, args: RestoreArgs) -> dict[str, Any]:
             r for r in rows if r["kind"] == "troubleshooting" and (now - r["updated_at"]).days < TROUBLESHOOTING_DAYS
         ]
         take(recent[:TROUBLESHOOTING_LIMIT], "recent_troubleshooting")
-    if args.goal:
-        scores = _relevance(_terms(args.goal), [f"{r['title']}\n{r['content']}" for r in rows])
+    goal = _terms(args.goal) if args.goal else set()
+    if goal:
+        scores = _relevance(goal, [f"{r['title']}\n{r['content']}" for r in rows])
         relevant = sorted((i for i in range(len(rows)) if scores[i] > 0), key=lambda i: (-scores[i], rows[i]["id"]))
-        take([rows[i] for i in relevant], "goal")
+        take([rows[i] for i in relevant if rows[i]["is_canonical"] and args.includeCanonical], "canonical")
+        take([rows[i] for i in relevant if not rows[i]["is_canonical"]], "goal")
     head = "# Restored context\n"
     bundle, items = head, []
     for row, reason in picked[: args.maxItems]:
-        tag = f"<!-- {row['id']} v{row['version_num']} {row['kind']} -->"
-        block = f"\n---\n\n## {row['title']}\n{tag}\n\n{row['content']}\n"
         room = args.maxChars - len(bundle)
         if room <= 0:
             break
-        if len(block) > room:
-            marker = "\n[…cut to fit maxChars]\n"
-            if room <= len(marker) + 40:
-                break
-            block = block[: room - len(marker)] + marker
+        frame = f"\n---\n\n## {row['title']}\n<!-- {row['id']} v{row['version_num']} {row['kind']} -->\n\n"
+        item = {"itemId": row["id"], "kind": row["kind"], "title": row["title"], "versionNum": row["version_num"]}
+        if reason == "canonical":
+            packed, _ = _pack(row["content"], goal, min(PACK_CHARS, room - len(frame) - 1))
+            if not packed:
+                continue  # no section of it fits the room left
+            block = frame + "\n\n".join(text for _, text in packed) + "\n"
+            item["sectionAnchors"] = [section.anchor for section, _ in packed]
+        else:
+            block = f"{frame}{row['content']}\n"
+            if len(block) > room:
+                if room <= len(CUT) + 40:
+                    break
+                block = block[: room - len(CUT)] + CUT
         bundle += block
-        items.append(
-            {
-                "itemId": row["id"],
-                "kind": row["kind"],
-                "title": row["title"],
-                "versionNum": row["version_num"],
-                "reason": reason,
-            }  # fmt: skip
-        )
+        items.append({**item, "reason": reason})
     if len(bundle) > args.maxChars:  # only the header itself can be over a tiny maxChars
         bundle = bundle[: args.maxChars]
     return {"bundle": bundle, "items": items, "totalChars": len(bundle)}
@@ -347,7 +361,8 @@ class Weights:
     much the lexical list's weight follows its coverage (the share of the query's weight, its terms' summed idf,
     that its best chunk holds, raised to `coverage_power`; 0 leaves the weight fixed, as the seed does), and the
     neighbour lift (`lift`: each of the `lift_top` best chunks gives the chunks beside it that share of its score;
-    0 is off)."""
+    0 is off), and the canonical preference (`same`: the share of their words two chunks must share to say the same
+    thing, `prefer_canonical`; 0 is off, as in the seed's formula)."""
 
     k: float
     lexical: float
@@ -357,6 +372,7 @@ class Weights:
     coverage_power: float
     lift: float = 0.0
     lift_top: int = 5
+    same: float = 0.0
 
     @classmethod
     def of(cls, settings: Any) -> Weights:
@@ -369,6 +385,7 @@ class Weights:
             coverage_power=settings.document_lexical_coverage_power,
             lift=settings.document_neighbour_lift,
             lift_top=settings.document_neighbour_top,
+            same=settings.document_canonical_same_words,
         )
 
 
@@ -414,6 +431,42 @@ def lift(fused: list[tuple[Any, float]], present, weights: Weights) -> list[tupl
     return sorted(scores.items(), key=lambda pair: (-pair[1], pair[0]))
 
 
+PREFER_WINDOW = 20  # the results the canonical preference reads: memory.search's default limit, for every limit
+_WORD = re.compile(r"[0-9A-Za-z가-힣_]+")  # the lexical list's words (recall.lexical.terms, uncapped)
+
+
+def distinct_words(text: str) -> frozenset[str]:
+    """A chunk's distinct meaningful words: how often it says them does not count."""
+    return frozenset(w for w in _WORD.findall(text.lower()) if len(w) > 1 and w not in STOPWORDS)
+
+
+def prefer_canonical(
+    ranked: list[tuple[Any, float]], canonical: dict, words_of: Callable[[Any], frozenset[str]], same: float
+) -> list[tuple[Any, float]]:
+    """Seed 001's canonical preference where its boost is too small to hold it: a canonical chunk among the first
+    PREFER_WINDOW results ranks above every non-canonical chunk there that says the same thing, i.e. the two share
+    `same` or more of the distinct words of the larger of them (a note repeating a spec, however often it says it;
+    not a short note whose few words a long section happens to hold), and takes the best such chunk's score. Every
+    other chunk keeps the fused order, so the weights chosen on the labelled set rank it as before. `same` 0 is off."""
+    if same <= 0:
+        return ranked
+    top = ranked[:PREFER_WINDOW]
+    raised: dict[Any, float] = {}
+    for n, (key, _) in enumerate(top):
+        if not canonical.get(key):
+            continue
+        mine = words_of(key)
+        for other, score in top[:n]:
+            theirs = words_of(other)
+            if not canonical.get(other) and theirs and len(theirs & mine) >= same * max(len(theirs), len(mine)):
+                raised[key] = score  # the best one above it: the list is best first
+                break
+    if not raised:
+        return ranked
+    scores = [(key, raised.get(key, score)) for key, score in ranked]
+    return sorted(scores, key=lambda pair: (-pair[1], pair[0] not in raised, pair[0]))
+
+
 @handles("memory.search")
 async def memory_search(ctx: ToolContext, args: SearchArgs) -> dict[str, Any]:
     """Three ranked lists over the latest versions' chunks, fused by weighted RRF (Part 2): BM25 with the
@@ -429,9 +482,11 @@ async def memory_search(ctx: ToolContext, args: SearchArgs) -> dict[str, Any]:
     started = time.perf_counter()
     query_vector = None
     coverage = 0.0
+    own = None  # the newest documents' chunks still without vectors (recall.fresh_chunks)
     try:
         async with ctx.uow(ctx.scope) as uow:
             conn = uow.conn
+            own = await fresh_chunks.start(ctx, conn, kinds, args.includeArchived)
 
             async def lexical() -> list:
                 nonlocal coverage
@@ -446,9 +501,8 @@ async def memory_search(ctx: ToolContext, args: SearchArgs) -> dict[str, Any]:
                 "trigram": lambda: docs.trigram(
                     conn, ctx.scope, identifier, kinds, args.includeArchived, TRIGRAM_TOP_K
                 ),
-                "semantic": lambda: docs.nearest(
-                    conn, ctx.scope, ctx.profile.id, ctx.profile.dimension, query_vector, kinds,
-                    args.includeArchived, max(SEMANTIC_TOP_K, args.limit),
+                "semantic": lambda: fresh_chunks.nearest(
+                    ctx, conn, query_vector, own, kinds, args.includeArchived, max(SEMANTIC_TOP_K, args.limit)
                 ),
             }  # fmt: skip
             lists: dict[str, list] = {}
@@ -475,9 +529,20 @@ async def memory_search(ctx: ToolContext, args: SearchArgs) -> dict[str, Any]:
                 rows.update(await docs.chunk_rows(conn, unread))
     finally:
         embedding.cancel()  # done by now, unless the store failed first (no connection, a list's error)
-    scores = dict(lift(fused, rows, weights))
+        if own is not None:
+            own.cancel()
+    canonical = {key: row["is_canonical"] for key, row in rows.items()}
+    texts: dict[Any, frozenset[str]] = {}
+
+    def words_of(key: Any) -> frozenset[str]:
+        if key not in texts:
+            texts[key] = distinct_words(rows[key]["text"])
+        return texts[key]
+
+    scores = dict(prefer_canonical(lift(fused, rows, weights), canonical, words_of, weights.same))
     SEARCH_LATENCY.labels("hybrid").observe(time.perf_counter() - started)
     ranked = list(scores)[: args.limit]
+    partial = query_vector is None or (own is not None and own.partial)  # some chunks found by their words only
     return {
         "results": [
             {
@@ -492,4 +557,4 @@ async def memory_search(ctx: ToolContext, args: SearchArgs) -> dict[str, Any]:
             }
             for key in ranked
         ]
-    }
+    } | ({"meaningSearch": "partial"} if partial else {})

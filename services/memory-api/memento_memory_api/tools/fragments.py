@@ -10,6 +10,7 @@ from memento_memory_api.context import ToolContext
 from memento_memory_api.recall import l1
 from memento_memory_api.recall.cascade import recall as run_recall
 from memento_memory_api.repositories import fragments as repo
+from memento_memory_api.tools.common import in_workspace
 from memento_memory_api.tools.registry import handles
 from memento_memory_api.uow import UnitOfWork
 from memento_shared import l1 as l1_layout
@@ -126,18 +127,21 @@ async def store_fragment(
 
 @handles("remember")
 async def remember(ctx: ToolContext, args: RememberArgs) -> dict[str, Any]:
+    ctx = in_workspace(ctx, args.workspace)
     fragment = build_fragment(args, ctx)
     if args.scope == "session":
         return await _remember_in_session(ctx, fragment, args.linkedTo or [])
     async with ctx.uow(ctx.scope) as uow:
         fragment_id, created = await store_fragment(ctx, uow, fragment, args.linkedTo)
-    return {"success": True, "id": fragment_id, "created": created}
+        indexed = not created and bool(await repo.indexed(uow.conn, ctx.scope, ctx.profile.id, [fragment_id]))
+    return {"success": True, "id": fragment_id, "created": created, "indexed": indexed}
 
 
 @handles("batch_remember")
 async def batch_remember(ctx: ToolContext, args: BatchRememberArgs) -> dict[str, Any]:
     """Each entry checked and built on its own (a bad one is answered with its error, never stopping the others);
     the good ones stored in one transaction, as remember stores one: a storage failure stores none."""
+    ctx = in_workspace(ctx, args.workspace)
     results: list[dict[str, Any]] = []
     built: list[tuple[int, dict[str, Any]]] = []
     for index, entry in enumerate(args.fragments):
@@ -151,6 +155,12 @@ async def batch_remember(ctx: ToolContext, args: BatchRememberArgs) -> dict[str,
         for index, fragment in sorted(built, key=lambda pair: (pair[1]["content_hash"], pair[0])):
             fragment_id, created = await store_fragment(ctx, uow, fragment)
             results.append({"index": index, "id": fragment_id, "created": created})
+        # a new row's vector comes later (the embedder); a duplicate's may be there already
+        again = [r["id"] for r in results if r.get("created") is False]
+        indexed = await repo.indexed(uow.conn, ctx.scope, ctx.profile.id, again)
+    for r in results:
+        if "id" in r:
+            r["indexed"] = r["id"] in indexed
     results.sort(key=lambda r: r["index"])
     created = sum(1 for r in results if r.get("created"))
     failed = sum(1 for r in results if "error" in r)
@@ -184,7 +194,9 @@ async def _remember_in_session(ctx: ToolContext, fragment: dict[str, Any], linke
     ttl_s = ctx.settings.session_ttl_minutes * 60
     stored_id = await working_memory.append(ctx.redis, key, entry, ttl_s)
     # the session id is returned so the agent can pass it to `context` later
-    return {"success": True, "id": stored_id, "created": stored_id == entry["id"], "sessionId": ctx.scope.session_id}
+    # working memory is never searched by meaning: `indexed` is false
+    return {"success": True, "id": stored_id, "created": stored_id == entry["id"], "indexed": False,
+            "sessionId": ctx.scope.session_id}  # fmt: skip
 
 
 async def _check_session_links(ctx: ToolContext, key: str, targets: list[str]) -> None:
@@ -204,4 +216,4 @@ async def _check_session_links(ctx: ToolContext, key: str, targets: list[str]) -
 
 @handles("recall")
 async def recall(ctx: ToolContext, args: RecallArgs) -> dict[str, Any]:
-    return await run_recall(ctx, args)
+    return await run_recall(in_workspace(ctx, args.workspace), args)

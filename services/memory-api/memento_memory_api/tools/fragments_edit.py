@@ -135,7 +135,8 @@ async def amend(ctx: ToolContext, args: AmendArgs) -> dict[str, Any]:
             version = await uow.conn.fetchval(
                 "SELECT count(*) FROM agent_memory.fragment_versions WHERE fragment_id = $1", row["id"]
             )
-            return {"success": True, "id": row["id"], "version": version, "supersededId": None}
+            indexed = bool(await repo.indexed(uow.conn, ctx.scope, ctx.profile.id, [row["id"]]))
+            return {"success": True, "id": row["id"], "version": version, "supersededId": None, "indexed": indexed}
         version = await repo.archive_version(uow.conn, row, ctx.scope.agent_id)
         # the content's uniqueness in the namespace is checked by the UPDATE itself; refusing rolls the whole call
         # back, the archived version included
@@ -152,6 +153,10 @@ async def amend(ctx: ToolContext, args: AmendArgs) -> dict[str, Any]:
                 "fragment.amended",
                 {"fragment_id": row["id"], "content_hash": changes["content_hash"], "agent_id": row["agent_id"]},
             )
+        # new content waits for its vector; other changes keep the one it has (if it has one)
+        indexed = "content_hash" not in changes and bool(
+            await repo.indexed(uow.conn, ctx.scope, ctx.profile.id, [row["id"]])
+        )
         if "keywords" in changes or "importance" in changes:  # the L1 score follows importance
             _reindex(
                 uow,
@@ -161,7 +166,7 @@ async def amend(ctx: ToolContext, args: AmendArgs) -> dict[str, Any]:
                 changes.get("keywords", list(row["keywords"])),
                 changes.get("importance", row["importance"]),
             )
-    return {"success": True, "id": row["id"], "version": version, "supersededId": None}
+    return {"success": True, "id": row["id"], "version": version, "supersededId": None, "indexed": indexed}
 
 
 def _duplicate_content() -> MementoError:
@@ -226,7 +231,7 @@ async def _supersede(ctx: ToolContext, uow: UnitOfWork, row: Any, changes: dict[
         {"fragment_id": new_id, "content_hash": fragment["content_hash"], "agent_id": row["agent_id"]},
     )
     _reindex(uow, ctx, row, new_id, fragment["keywords"], fragment["importance"])
-    return {"success": True, "id": new_id, "version": version, "supersededId": row["id"]}
+    return {"success": True, "id": new_id, "version": version, "supersededId": row["id"], "indexed": False}
 
 
 STATE = ("content", "topic", "keywords", "type", "importance")

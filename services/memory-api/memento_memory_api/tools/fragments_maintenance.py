@@ -31,6 +31,10 @@ async def memory_stats(ctx: ToolContext, args: NoArgs) -> dict[str, Any]:
         "anchors": counts["anchors"],
         "embeddingCoverage": round(counts["embedded"] / total, 4) if total else 1.0,
         "embeddingProfile": ctx.profile.id,
+        "embeddingBacklog": counts["embedding_backlog"],
+        "embeddingBacklogOldestSeconds": (
+            round(counts["embedding_backlog_oldest_s"], 1) if counts["embedding_backlog_oldest_s"] is not None else None
+        ),
         "meanUtility": round(float(counts["utility"]), 4) if counts["utility"] is not None else None,
         "meanImportance": round(float(counts["importance"]), 4) if counts["importance"] is not None else None,
         "links": counts["links"],

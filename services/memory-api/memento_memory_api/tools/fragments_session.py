@@ -10,6 +10,7 @@ from memento_memory_api import render
 from memento_memory_api.context import ToolContext
 from memento_memory_api.recall import seen
 from memento_memory_api.repositories import fragments as repo
+from memento_memory_api.tools.common import in_workspace
 from memento_memory_api.tools.fragments import build_fragment, store_fragment
 from memento_memory_api.tools.registry import handles
 from memento_shared import working_memory
@@ -70,6 +71,7 @@ WORKING_FIELDS = ("id", "content", "topic", "type", "keywords", "importance")
 
 @handles("context")
 async def context(ctx: ToolContext, args: ContextArgs) -> dict[str, Any]:
+    ctx = in_workspace(ctx, args.workspace)
     used = 0
     core = []
     async with ctx.uow(ctx.scope) as uow:

@@ -64,13 +64,7 @@ def current_input(args: BeforeTurnArgs) -> list[dict[str, Any]]:
         return [turns.as_dict(i) for i in args.current_input]
     if args.current_input_text is not None:
         return [turns.message("user", args.current_input_text)]
-    if args.current_input_start is None or args.current_input_count is None:
-        raise invalid("current_input_start", "conversation_items needs current_input_start and current_input_count")
-    items = args.conversation_items or []
-    if args.current_input_start + args.current_input_count > len(items):
-        raise invalid("current_input_count", f"runs past the {len(items)} conversation_items")
-    window = items[args.current_input_start : args.current_input_start + args.current_input_count]
-    return [turns.as_dict(i) for i in window]
+    return turns.conversation_window(args)
 
 
 @handles("memory_before_turn")
@@ -87,21 +81,23 @@ async def memory_before_turn(ctx: ToolContext, args: BeforeTurnArgs) -> dict[str
         said = [turns.text_of(i) for i in current if i.get("role") in ("user", None)]
         asked = "\n".join(said).strip()
         facts: list[tuple[str, str]] = []
+        partial = False
+        async with ctx.uow(ctx.scope) as uow:
+            events, earlier = await _session_items(ctx, uow, args.session_id, asked)
         if asked and settings.memory_recall_facts_limit:
             # the whole turn for the words, the question of its last message for the meaning (recall.question):
-            # the model's time grows with every token it reads
+            # the model's time grows with every token it reads. The session's own items go back to the model word
+            # for word, so a fact they state that has no vector yet needs no meaning scored (recall.fresh)
             query = engine.Query(
                 text=asked[:2000],
                 embed_text=last_message(said),
                 limit=max(engine.CANDIDATES, settings.memory_recall_facts_limit),
+                shown="\n".join(turns.text_of(e["item"]) for e in [*earlier, *events]),
             )
-            async with engine.searching(ctx, query) as (uow, found):  # the session's items in the same transaction
+            async with engine.searching(ctx, query) as (_, found):
                 fused = found.fused()[: settings.memory_recall_facts_limit]
                 facts = [(i, found.rows[i]["content"]) for i, _ in fused]
-                events, earlier = await _session_items(ctx, uow, args.session_id, asked)
-        else:
-            async with ctx.uow(ctx.scope) as uow:
-                events, earlier = await _session_items(ctx, uow, args.session_id, asked)
+                partial = found.partial
         # older items that match the question first (seed §9.3 search_limit), then the recent ones, oldest first
         context = [_line(e) for e in sorted(earlier, key=lambda e: e["id"]) if turns.text_of(e["item"]).strip()]
         context += [_line(e) for e in events if turns.text_of(e["item"]).strip()]
@@ -113,12 +109,16 @@ async def memory_before_turn(ctx: ToolContext, args: BeforeTurnArgs) -> dict[str
         recalled_ids = [fact_id for fact_id, text in facts if text in kept_facts]
         ctx.access.record(ctx.scope, recalled_ids)
         status = "ok"
-        return {
+        answer = {
             "input_items": items,
             "recall_fact_ids": recalled_ids,
+            "recall_insight_ids": [],
             "context_token_count": turns.tokens(items),
             "turn_id": args.turn_id or turns.default_turn_id(),
         }
+        if partial:  # some facts were found by their words only (engine.Found.partial)
+            answer["meaning_search"] = "partial"
+        return answer
     finally:
         MEMORY_BEFORE_TURN.labels(status).inc()
 
@@ -143,8 +143,16 @@ def _line(event: Any) -> str:
 @handles("memory_after_turn")
 async def memory_after_turn(ctx: ToolContext, args: AfterTurnArgs) -> dict[str, Any]:
     settings = ctx.settings
-    turns.check_limits("input_items", args.input_items, settings)
-    turns.check_limits("output_items", args.output_items, settings)
+    for field in ("conversation_items", "input_items", "output_items"):
+        turns.check_limits(field, getattr(args, field), settings)
+    if args.input_items is None:  # the reference's other form: the turn's input as a window of the conversation
+        if args.conversation_items is None:
+            raise invalid("input_items", "is required (or conversation_items with current_input_start and count)")
+        turns.conversation_window(args)
+        start, count = args.current_input_start, args.current_input_count
+        args = args.model_copy(update={"input_items": args.conversation_items[start : start + count]})
+    if args.turn_id is None:  # the contract's default (seed 004's reference): a new turn each call
+        args = args.model_copy(update={"turn_id": turns.default_turn_id()})
     ctx = scoped(ctx, args.project)
     started, status = time.perf_counter(), "error"
     claim = secrets.token_hex(8)
@@ -161,21 +169,22 @@ async def memory_after_turn(ctx: ToolContext, args: AfterTurnArgs) -> dict[str, 
             MEMORY_IDEMPOTENCY_CONFLICTS.inc()
             raise busy(f"turn_id: turn {args.turn_id!r} is being committed by another call; retry")
         try:
-            await _commit(ctx, args, claim)
+            indexed = await _commit(ctx, args, claim)
         except BaseException:
             async with ctx.uow(ctx.scope) as uow:  # give the claim back (only ours), so a retry can go at once
                 await sessions.release_turn(uow.conn, ctx.scope, args.session_id, args.turn_id, claim)
             raise
         status = "ok"
-        return {"ok": True}
+        return {"ok": True, "indexed": indexed}
     finally:
         MEMORY_AFTER_TURN.labels(status).inc()
         MEMORY_AFTER_TURN_DURATION.observe((time.perf_counter() - started) * 1000)
 
 
-async def _commit(ctx: ToolContext, args: AfterTurnArgs, claim: str) -> None:
+async def _commit(ctx: ToolContext, args: AfterTurnArgs, claim: str) -> bool:
     """The turn's writes, once: its new items as events and the facts they state, under the session's lock, and only
-    while this call still holds the turn (a claim taken over as stale writes nothing)."""
+    while this call still holds the turn (a claim taken over as stale writes nothing). Returns whether every fact it
+    stored already has its vector (a new one never has)."""
     settings = ctx.settings
     items = turns.without_recall([turns.as_dict(i) for i in args.input_items])
     outputs = [turns.as_dict(i) for i in args.output_items]
@@ -191,9 +200,11 @@ async def _commit(ctx: ToolContext, args: AfterTurnArgs, claim: str) -> None:
             raise busy(f"turn_id: turn {args.turn_id!r} was taken over by another call; retry")
         known = await _known_hashes(uow, ctx, args.session_id, len(items) + len(outputs))
         await _store_events(uow, ctx, args, _delta(items, known) + outputs)
-        await _store_facts(ctx, uow, candidates)
+        stored = await _store_facts(ctx, uow, candidates)
+        indexed = stored <= await repo.indexed(uow.conn, ctx.scope, ctx.profile.id, sorted(stored))
         await sessions.touch_meta(uow.conn, ctx.scope, args.session_id, args.user_id)
         await sessions.finish_turn(uow.conn, ctx.scope, args.session_id, args.turn_id, claim)
+    return indexed
 
 
 async def _known_hashes(uow: UnitOfWork, ctx: ToolContext, session_id: str, extra: int) -> set[str]:
@@ -258,9 +269,9 @@ async def _facts(ctx: ToolContext, items: list[dict[str, Any]]) -> list[tuple[st
     return list(once.values())
 
 
-async def _store_facts(ctx: ToolContext, uow: UnitOfWork, candidates: list[tuple[str, str]]) -> None:
+async def _store_facts(ctx: ToolContext, uow: UnitOfWork, candidates: list[tuple[str, str]]) -> set[str]:
     """New facts go to the daily tier (L1); a fact stated again moves up to the weekly tier (L2); one already weekly
-    is left as it is (not rewritten)."""
+    is left as it is (not rewritten). Returns the ids of the turn's facts, new and said again."""
     settings, now = ctx.settings, datetime.now(UTC)
     rows = []
     for content, kind in candidates[:20]:
@@ -282,9 +293,10 @@ async def _store_facts(ctx: ToolContext, uow: UnitOfWork, candidates: list[tuple
     # (two sessions of one workspace) each waited for the other's uncommitted insert of the same words: a deadlock.
     # The facts said again are moved after every insert, in id order, as every writer that locks several rows does
     # (the access flush deadlocked with a turn moving them in its words' order)
-    again = []
+    again, stored = [], set()
     for row in sorted(rows, key=lambda r: r["content_hash"]):
         fact_id, created = await store_fragment(ctx, uow, row)
+        stored.add(fact_id)
         if created:
             MEMORY_FACT_WRITES.labels("l1").inc()
         else:
@@ -303,3 +315,4 @@ async def _store_facts(ctx: ToolContext, uow: UnitOfWork, candidates: list[tuple
                 now + timedelta(days=settings.memory_l2_retention_days),
             )
             MEMORY_FACT_WRITES.labels("l2").inc()
+    return stored

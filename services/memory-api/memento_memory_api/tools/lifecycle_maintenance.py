@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 import asyncpg
@@ -58,36 +58,45 @@ async def memory_list_dir_with_abstract(ctx: ToolContext, args: ListDirArgs) -> 
             ctx.scope.workspace,
             list(TIERS.values()),
         )
+    if meta is None and not shape["events"] and not shape["archives"]:
+        return {"summaries": []}  # no turn was ever committed: the session has no directory yet
     root = f"/memory/{session}"
     by_tier = {r["source"]: r for r in tiers}
-    at = meta["updated_at"] if meta else None
+    # every directory answers when it was last written; one nothing was written into yet (an empty tier, events all
+    # archived) answers the session's own time, as a directory made with the session's layout
+    archived = [datetime.fromisoformat(a["updated_at"]) for a in shape["archives"]]
+    root_at = max(t for t in (meta and meta["updated_at"], shape["events_at"], *archived) if t)
+    events_at = shape["events_at"] or root_at
+    tier_at = {tier: by_tier[source]["at"] if source in by_tier else root_at for tier, source in TIERS.items()}
     entries = [
         (
             root,
             meta["abstract"] if meta and meta["abstract"] else f"session {session}",
-            at,
+            root_at,
             bool(meta and meta["overview"]),
         ),
-        (f"{root}/events", f"{shape['events']} events not yet archived", shape["events_at"], False),
+        (f"{root}/events", f"{shape['events']} events not yet archived", events_at, False),
     ]
-    for archive in shape["archives"]:
+    for archive, archive_at in zip(shape["archives"], archived, strict=True):
         entries.append(
             (
                 f"{root}/events/archive/{archive['day']}",
                 f"{archive['events']} events of {archive['day']} (UTC)",
-                datetime.fromisoformat(archive["updated_at"]),
+                archive_at,
                 False,
             )
         )
-    entries.append((f"{root}/context", "the recent items memory_before_turn recalls", shape["events_at"], False))
-    entries.append((f"{root}/memory_tiers", "the project's daily (l1) and weekly (l2) facts", at, False))
+    entries.append((f"{root}/context", "the recent items memory_before_turn recalls", events_at, False))
+    entries.append(
+        (f"{root}/memory_tiers", "the project's daily (l1) and weekly (l2) facts", max(tier_at.values()), False)
+    )
     for tier, source in TIERS.items():
         found = by_tier.get(source)
         entries.append(
             (
                 f"{root}/memory_tiers/{tier}",
                 f"{found['n'] if found else 0} {'daily' if tier == 'l1' else 'weekly'} facts",
-                found["at"] if found else None,
+                tier_at[tier],
                 False,
             )
         )
@@ -96,17 +105,31 @@ async def memory_list_dir_with_abstract(ctx: ToolContext, args: ListDirArgs) -> 
         (
             f"{root}/meta",
             f"{turns_count} turns; user {meta['user_id'] if meta else None}",
-            at,
+            root_at,
             bool(meta and meta["overview"]),
         )
     )
-    base = "/" + args.path.strip("/") if args.path.strip("/") else root
+    base = _under(root, args.path)
     if not (base == root or base.startswith(root + "/") or root.startswith(base)):
         return {"summaries": []}
     depth0 = base.count("/")
     chosen = [
-        {"path": path, "abstract": abstract, "updated_at": when.isoformat() if when else None, "has_overview": overview}
+        {"path": path, "abstract": abstract, "updated_at": _iso(when), "has_overview": overview}
         for path, abstract, when, overview in entries
         if (path == base or path.startswith(base.rstrip("/") + "/")) and path.count("/") - depth0 <= args.depth
     ]
     return {"summaries": chosen[: args.limit]}
+
+
+def _iso(when: datetime) -> str:
+    """UTC with a `Z`, as seed 004 §4.4 shows (`2026-02-21T12:00:00Z`)."""
+    return when.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+def _under(root: str, path: str) -> str:
+    """The directory `path` names: relative to the session's root, as the reference's clients give it (`events`,
+    `memory_tiers/l1`), or absolute (`/memory/<session_id>/events`, as the listing answers)."""
+    path = path.strip().strip("/")
+    if path == "memory" or path.startswith("memory/"):
+        return "/" + path
+    return f"{root}/{path}" if path else root

@@ -1,6 +1,6 @@
 """Seed 003 memory tools (the `protocol` profile): store / remember, recall, delete, consolidate, extract, graph.
 
-A seed-003 memory is a fragment (DIALECTS.md "One store"): its tags are the row's keywords, its linkages the row's
+A seed-003 memory is a fragment (docs/dialects.md "One store"): its tags are the row's keywords, its linkages the row's
 JSON array (and graph edges where they name memories), and a consolidated source is a superseded row, hidden from
 every dialect's searches and traceable to the memory that replaced it. Answers read like the reference server's."""
 
@@ -28,6 +28,7 @@ from memento_shared.text.redaction import redact_pii
 from memento_shared.tools.protocol import ConsolidateArgs, ExtractArgs, GraphArgs, IdArgs, RecallArgs, StoreArgs
 
 TOPIC = "memory"  # seed 003 has no topic; seed 000's recall can still filter these rows by it
+PARTIAL_NOTE = "(Meaning search was partial: no embedding model answered, so some memories were matched by words only.)"
 EXTRACT_MAX_CHARS = 100_000  # the reference server's cap on a transcript
 DISTILL_TAG = "source:distill"
 
@@ -64,6 +65,7 @@ async def _store(ctx: ToolContext, args: StoreArgs) -> Answer:
     row = memory_row(ctx, content, args.type, tags, expires_at=expires_at, linkages=linkages)
     async with ctx.uow(ctx.scope) as uow:
         memory_id, created = await store_fragment(ctx, uow, row)
+        indexed = not created and bool(await repo.indexed(uow.conn, ctx.scope, ctx.profile.id, [memory_id]))
         if not created:  # the same content again: that memory, current again (with this call's expiry) if it was not
             stored = await repo.get(uow.conn, memory_id)
             if not repo.is_current(stored):
@@ -73,7 +75,7 @@ async def _store(ctx: ToolContext, args: StoreArgs) -> Answer:
         else:
             mtype = args.type
             await _link_memories(uow, row, memory_id, linkages)
-    result = {"id": memory_id, "type": mtype, "tags": tags, "expires_at": _iso(expires_at)}
+    result = {"id": memory_id, "type": mtype, "tags": tags, "expires_at": _iso(expires_at), "indexed": indexed}
     return Answer(result, f"Stored memory {memory_id} ({mtype}){tag_text(tags)}")
 
 
@@ -98,9 +100,10 @@ async def memento_remember(ctx: ToolContext, args: StoreArgs) -> Answer:
 
 async def ranked_memories(
     ctx: ToolContext, query: str, limit: int, tags: list[str] | None = None, mtype: str | None = None
-) -> list[tuple[Any, float]]:
+) -> tuple[list[tuple[Any, float]], bool]:
     """Seed 003's recall through the one engine: hybrid relevance (the fused score as a share of the best possible)
-    × recency × access boosts, best first. Expired and consolidated (superseded) memories are never candidates."""
+    × recency × access boosts, best first, and whether meaning search was partial (engine.Found.partial). Expired
+    and consolidated (superseded) memories are never candidates."""
     # the whole text for the words, its question for the meaning (the engine embeds recall.question's part)
     wanted = engine.Query(
         text=query,
@@ -118,8 +121,9 @@ async def ranked_memories(
     scored.sort(key=lambda pair: (-pair[1], -pair[0]["created_at"].timestamp()))
     chosen = scored[:limit]
     if ctx.scope.workspace == ctx.principal.workspace:  # a peek at another workspace leaves its counts alone
-        ctx.access.record(ctx.scope, [row["id"] for row, _ in chosen])
-    return chosen
+        # written before the answer, as the reference server does: the next recall already shows (and ranks by) it
+        await ctx.access.record_now(ctx.scope, [row["id"] for row, _ in chosen])
+    return chosen, found.partial
 
 
 def recalled(row: Any, score: float) -> dict[str, Any]:
@@ -132,6 +136,7 @@ def recalled(row: Any, score: float) -> dict[str, Any]:
         "created_at": row["created_at"].isoformat(),
         "expires_at": _iso(row["expires_at"]),
         "access_count": row["access_count"],
+        "last_accessed_at": _iso(row["accessed_at"]),
         "linkages": list(row["linkages"]),
     }
 
@@ -153,13 +158,17 @@ def _block(memory: dict[str, Any]) -> str:
 async def memento_recall(ctx: ToolContext, args: RecallArgs) -> Answer:
     reading = in_workspace(ctx, args.workspace)
     tags = normalise_keywords(args.tags) if args.tags else None
-    results = [recalled(r, s) for r, s in await ranked_memories(reading, args.query, args.limit, tags, args.type)]
+    ranked, partial = await ranked_memories(reading, args.query, args.limit, tags, args.type)
+    results = [recalled(r, s) for r, s in ranked]
     where = f' in workspace "{args.workspace}"' if args.workspace else ""
+    # partial meaning search: a field and a last line, which the reference server's clients (an LLM) read past
+    extra, note = ({"meaning_search": "partial"}, f"\n\n{PARTIAL_NOTE}") if partial else ({}, "")
     if not results:
-        return Answer({"count": 0, "results": []}, f'No memories found matching "{args.query}"{where}.')
+        return Answer({"count": 0, "results": []} | extra, f'No memories found matching "{args.query}"{where}.{note}')
     n = len(results)
     head = f"Found {n} memor{'y' if n == 1 else 'ies'}{where}:\n\n"
-    return Answer({"count": n, "results": results}, head + "\n\n---\n\n".join(_block(m) for m in results))
+    text = head + "\n\n---\n\n".join(_block(m) for m in results) + note
+    return Answer({"count": n, "results": results} | extra, text)
 
 
 @handles("memento_memory_delete")

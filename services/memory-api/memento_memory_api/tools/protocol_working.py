@@ -17,7 +17,7 @@ from memento_memory_api.recall.lexical import terms
 from memento_memory_api.repositories import fragments as repo
 from memento_memory_api.repositories import working_memory as wm
 from memento_memory_api.tools.common import in_workspace, parse_when, short_id, vector_now, whole_text
-from memento_memory_api.tools.protocol import ranked_memories, recalled
+from memento_memory_api.tools.protocol import PARTIAL_NOTE, ranked_memories, recalled
 from memento_memory_api.tools.registry import Answer, handles
 from memento_shared.errors import invalid, not_found
 from memento_shared.text.keywords import normalise_keywords
@@ -362,8 +362,10 @@ async def memento_context(ctx: ToolContext, args: ContextArgs) -> Answer:
             memories.cancel()
         raise
     if "memories" in wanted:
-        found = await memories if memories is not None else []
+        found, partial = await memories if memories is not None else ([], False)
         result["memories"] = {"matches": [recalled(row, score) for row, score in found]}
+        if partial:
+            result["memories"]["meaning_search"] = "partial"
     _within_budget(result, args.token_budget)
     return Answer(result, _context_text(result))
 
@@ -432,6 +434,8 @@ def _context_text(result: dict[str, Any]) -> str:
         matches = result["memories"]["matches"]
         lines = [f"- **{m['id']}** ({m['type']}, score {m['score']}): {m['content']}" for m in matches]
         parts.append("## Memories\n\n" + ("\n".join(lines) if lines else "(no matching memories)"))
+        if result["memories"].get("meaning_search"):
+            parts[-1] += f"\n\n{PARTIAL_NOTE}"
     if result.get("identity"):
         parts.append("## Identity\n\n" + result["identity"])
     return "\n\n".join(parts)

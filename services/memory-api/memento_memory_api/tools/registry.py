@@ -10,7 +10,7 @@ from memento_memory_api.context import ToolContext
 
 class Answer(NamedTuple):
     """A result whose text content is not its JSON: the protocol dialect answers in the words of its reference
-    server (DIALECTS.md "Answers"), with the JSON in structuredContent."""
+    server (docs/dialects.md "Answers"), with the JSON in structuredContent."""
 
     result: dict[str, Any]
     text: str

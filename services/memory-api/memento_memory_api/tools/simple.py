@@ -1,4 +1,4 @@
-"""Seed 002 tools (the `simple` profile), on the rows every dialect shares (DIALECTS.md "simple").
+"""Seed 002 tools (the `simple` profile), on the rows every dialect shares (docs/dialects.md "simple").
 
 store_memory never overwrites: it stores the new fact and answers with what it may outdate (`similar`) and the exact
 call that would mark one outdated; the agent decides and calls supersede_memory. The new memory's vector is computed
@@ -58,11 +58,13 @@ async def store_memory(ctx: ToolContext, args: StoreMemoryArgs) -> dict[str, Any
             await repo.store_vector(uow.conn, ctx.profile.id, memory_id, fragment["content_hash"], vector)
         found = await _similar(ctx, uow.conn, content, vector, memory_id)
         row = await repo.get(uow.conn, memory_id)
+        indexed = bool(await repo.indexed(uow.conn, ctx.scope, ctx.profile.id, [memory_id]))
     return {
         "created": render.memory(row),
         "similar": found,
         "action_required": " ".join(action_for(m["id"], memory_id) for m in found) or None,
         "duplicate": not created,
+        "indexed": indexed,
     }
 
 
@@ -124,7 +126,7 @@ async def search_memories(ctx: ToolContext, args: SearchMemoriesArgs) -> dict[st
     # relevance_score: the fused score as a share of a memory ranked first by every search, in (0, 1]
     memories = [render.memory(found.rows[i], round(score / best, 4)) for i, score in ranked]
     ctx.access.record(ctx.scope, [m["id"] for m in memories])
-    return {"memories": memories}
+    return {"memories": memories} | ({"meaning_search": "partial"} if found.partial else {})
 
 
 @handles("list_recent_memories")

@@ -1,4 +1,4 @@
--- 0011: the row every dialect shares (DIALECTS.md "Rules for every dialect"). Seed 002's memories and seed 003's are
+-- 0011: the row every dialect shares (docs/dialects.md "Rules for every dialect"). Seed 002's memories and seed 003's are
 -- fragments too: `confidence` (0-1, 1.0 unless given; older rows hold NULL, read as 1.0, so no table rewrite),
 -- `supersedes` beside `superseded_by` (seed 002's Memory carries both), and the type domain widened with seed 003's
 -- `observation` and `instruction` (each tool still accepts only its own seed's types). `expires_at` and

@@ -1,4 +1,4 @@
--- 0012: the `protocol` dialect (seed 003, Memento Protocol). Its memories are fragments (DIALECTS.md "One store");
+-- 0012: the `protocol` dialect (seed 003, Memento Protocol). Its memories are fragments (docs/dialects.md "One store");
 -- what it adds to the row: the seed's linkages (a JSON array of {type, id?, path?, label?}) and the stored relevance
 -- the decay job keeps. A consolidated source is a superseded row (superseded_by names the consolidation), so every
 -- dialect hides it and it stays traceable. Working memory, the skip list and identity crystals are the workspace's

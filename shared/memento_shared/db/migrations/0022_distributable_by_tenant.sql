@@ -5,8 +5,10 @@
 -- appended last, so lookups by id (the leading column) use the same index as before, and ids (uuids, sequences) stay
 -- unique as they were. Names are kept: code matches `fragments_content_hash_key` and the loader reads them.
 -- tests/integration/test_distribution_catalog.py keeps it so for every table, present and future.
--- Time: every primary key's index is rebuilt (one pass per table; at a million fragments a few seconds each, under
--- a lock that makes writes wait) and each foreign key is validated (a scan of the referencing table).
+-- Time and locks: every primary key's index is rebuilt (one pass per table; at a million fragments a few seconds
+-- each) and each foreign key is validated (a scan of the referencing table), all in the one transaction the migrator
+-- runs a file in, holding ACCESS EXCLUSIVE on every table it alters until it commits: reads wait as well as writes.
+-- Run it as the maintenance it is (docs/operations.md, "Deploy with Docker Compose"): the services stopped.
 
 -- foreign keys first: they depend on the keys they reference
 ALTER TABLE agent_memory.fragment_embeddings DROP CONSTRAINT fragment_embeddings_fragment_id_fkey;
