@@ -21,7 +21,7 @@ import sys
 import time
 from typing import Any
 
-from memento_memory_api.tools.fragments import ANNOTATION, annotation_fields
+from memento_memory_api.store import ANNOTATION, annotation_fields
 from memento_shared.db.pool import create_pool
 from memento_shared.db.rls import set_system
 from memento_shared.settings import cli_settings

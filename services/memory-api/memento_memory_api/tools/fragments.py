@@ -3,24 +3,19 @@
 from __future__ import annotations
 
 import time
-from datetime import UTC, datetime
 from typing import Any
 
 from memento_memory_api.context import ToolContext
-from memento_memory_api.recall import l1
 from memento_memory_api.recall.cascade import recall as run_recall
 from memento_memory_api.repositories import fragments as repo
+from memento_memory_api.store import ANNOTATION, new_row, store_fragment
 from memento_memory_api.tools.common import in_workspace
 from memento_memory_api.tools.registry import handles
-from memento_memory_api.uow import UnitOfWork
-from memento_shared import l1 as l1_layout
 from memento_shared import working_memory
-from memento_shared.domain.fragments import DEFAULT_IMPORTANCE, content_hash, infer_ttl, new_fragment_id, truncate
+from memento_shared.domain.fragments import DEFAULT_IMPORTANCE, infer_ttl, truncate
 from memento_shared.errors import MementoError, invalid, not_found, unavailable
-from memento_shared.text.annotate import annotate
 from memento_shared.text.keywords import extract_keywords, normalise_keywords
 from memento_shared.text.redaction import redact_pii
-from memento_shared.text.tokenizer import count_tokens
 from memento_shared.tools.fragments import (
     BatchRememberArgs,
     FragmentFields,
@@ -28,45 +23,6 @@ from memento_shared.tools.fragments import (
     RememberArgs,
 )
 from memento_shared.tools.spec import parse_entry
-
-
-def new_row(ctx: ToolContext, content: str, **fields: Any) -> dict[str, Any]:
-    """A new row of the one store in the caller's namespace, for stored (already masked) `content`: its id, hash and
-    token count; `fields` give the rest (topic, keywords, type, importance, source, ttl_tier, is_anchor and, for the
-    other dialects, confidence, expires_at, linkages)."""
-    return {
-        "id": new_fragment_id(),
-        "tenant_id": ctx.scope.tenant_id,
-        "workspace": ctx.scope.workspace,
-        "agent_id": ctx.scope.agent_id,
-        "content": content,
-        "content_hash": content_hash(content),
-        "estimated_tokens": count_tokens(content),
-        "is_anchor": False,
-        **annotation_fields(content, fields.get("source"), ctx.scope.session_id),
-        **fields,
-    }
-
-
-ANNOTATION = ("thread", "seq", "event_from", "event_to", "event_said", "expansion")
-
-
-def annotation_fields(
-    content: str, source: str | None, session_id: str | None, written_at: datetime | None = None
-) -> dict[str, Any]:
-    """Its thread and place, the time it is about and the words searched beside it (issue 28; text.annotate), as of
-    `written_at` (default now). Keyphrases stay out of the expansion: they are the content's own words, and counting
-    them again cost BM25 recall on LoCoMo."""
-    written_at = written_at or datetime.now(UTC)
-    noted = annotate(content, source=source, session_id=session_id, written_at=written_at, keyphrases=False)
-    return {
-        "thread": noted.thread,
-        "seq": noted.seq,
-        "event_from": noted.event_from,
-        "event_to": noted.event_to,
-        "event_said": noted.event_said,
-        "expansion": noted.expansion or None,
-    }
 
 
 def build_fragment(args: FragmentFields, ctx: ToolContext) -> dict[str, Any]:
@@ -87,42 +43,6 @@ def build_fragment(args: FragmentFields, ctx: ToolContext) -> dict[str, Any]:
         case_id=args.caseId,
         keywords_given=bool(args.keywords),
     )
-
-
-async def store_fragment(
-    ctx: ToolContext, uow: UnitOfWork, fragment: dict[str, Any], linked_to: list[str] | None = None
-) -> tuple[str, bool]:
-    """Insert a built fragment (or find its duplicate), link it, emit its event, index it in L1 after commit."""
-    new_id = await repo.insert(uow.conn, fragment)
-    if new_id is None:
-        existing = await repo.id_by_hash(
-            uow.conn, fragment["tenant_id"], fragment["workspace"], fragment["agent_id"], fragment["content_hash"]
-        )
-        return existing, False
-    for target in dict.fromkeys(linked_to or []):
-        visible, _ = await repo.add_link(uow.conn, fragment, new_id, target, "related")
-        if target not in visible:  # nothing was linked to it; raising rolls back the fragment and earlier links
-            raise not_found(f"linkedTo fragment {target!r}")
-    uow.emit(
-        "fragment.stored",
-        {"fragment_id": new_id, "content_hash": fragment["content_hash"], "agent_id": fragment["agent_id"]},
-    )
-
-    async def index_l1() -> None:
-        score = l1_layout.score(fragment["importance"], datetime.now(UTC), ctx.l1_weights())
-        await l1.index(
-            ctx.l1_for_write(),
-            fragment["tenant_id"],
-            fragment["workspace"],
-            fragment["agent_id"],
-            new_id,
-            fragment["keywords"],
-            score,
-            on_failure=ctx.l1_write_failed,
-        )
-
-    uow.after_commit.append(index_l1)
-    return new_id, True
 
 
 @handles("remember")

@@ -3,27 +3,22 @@ reading of what amend archives."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import Any
 
 import asyncpg
 
 from memento_memory_api import render
 from memento_memory_api.context import ToolContext
-from memento_memory_api.recall import l1
 from memento_memory_api.repositories import fragments as repo
-from memento_memory_api.tools.fragments import annotation_fields
+from memento_memory_api.store import annotation_fields, reindex_after_commit, supersede_with_new, unindex_after_commit
 from memento_memory_api.tools.registry import handles
 from memento_memory_api.uow import UnitOfWork
-from memento_shared import l1 as l1_layout
-from memento_shared.domain.fragments import content_hash, infer_ttl, new_fragment_id, truncate
+from memento_shared.domain.fragments import content_hash, infer_ttl, truncate
 from memento_shared.errors import ErrorCode, MementoError, invalid, not_found
 from memento_shared.text.keywords import extract_keywords, normalise_keywords
 from memento_shared.text.redaction import redact_pii
 from memento_shared.text.tokenizer import count_tokens
 from memento_shared.tools.fragments import AmendArgs, ForgetArgs, FragmentHistoryArgs, LinkArgs
-
-SUPERSEDED_IMPORTANCE_FACTOR = 0.5
 
 
 def _protected(row: Any) -> bool:
@@ -55,27 +50,6 @@ async def forget(ctx: ToolContext, args: ForgetArgs) -> dict[str, Any]:
     targeted = {r["id"] for r in targets}
     skipped = [r["id"] for r in rows if r["id"] not in targeted]
     return {"success": True, "deleted": deleted, "count": len(deleted), "skipped": skipped}
-
-
-def unindex_after_commit(uow: UnitOfWork, ctx: ToolContext, rows: list[Any]) -> None:
-    async def after() -> None:
-        await unindex(ctx, rows)
-
-    uow.after_commit.append(after)
-
-
-async def unindex(ctx: ToolContext, rows: list[Any]) -> None:
-    """Deleted rows (id, agent_id, keywords) leave their L1 keyword sets (after their transaction committed)."""
-    for row in rows:
-        await l1.unindex(
-            ctx.l1_for_write(),
-            ctx.scope.tenant_id,
-            ctx.scope.workspace,
-            row["agent_id"],
-            row["id"],
-            list(row["keywords"]),
-            on_failure=ctx.l1_write_failed,
-        )
 
 
 @handles("link")
@@ -158,7 +132,7 @@ async def amend(ctx: ToolContext, args: AmendArgs) -> dict[str, Any]:
             await repo.indexed(uow.conn, ctx.scope, ctx.profile.id, [row["id"]])
         )
         if "keywords" in changes or "importance" in changes:  # the L1 score follows importance
-            _reindex(
+            reindex_after_commit(
                 uow,
                 ctx,
                 row,
@@ -175,62 +149,13 @@ def _duplicate_content() -> MementoError:
     )
 
 
-def _reindex(uow: UnitOfWork, ctx: ToolContext, row: Any, new_id: str, keywords: list[str], importance: float) -> None:
-    created_at = row["created_at"] if new_id == row["id"] else datetime.now(UTC)
-
-    async def reindex() -> None:
-        await l1.index(
-            ctx.l1_for_write(),
-            row["tenant_id"],
-            row["workspace"],
-            row["agent_id"],
-            new_id,
-            keywords,
-            l1_layout.score(importance, created_at, ctx.l1_weights()),
-            replacing=list(row["keywords"]) if new_id == row["id"] else [],
-            on_failure=ctx.l1_write_failed,
-        )
-
-    uow.after_commit.append(reindex)
-
-
 async def _supersede(ctx: ToolContext, uow: UnitOfWork, row: Any, changes: dict[str, Any]) -> dict[str, Any]:
     """The amended version becomes a new fragment; the original stays, linked original -superseded_by-> new."""
     if "content_hash" not in changes:
         raise invalid("content", "supersedes needs new content")
     if await repo.id_by_hash(uow.conn, row["tenant_id"], row["workspace"], row["agent_id"], changes["content_hash"]):
         raise _duplicate_content()
-    kept = ("content", "topic", "keywords", "type", "importance", "is_anchor", "keywords_given", "case_id", "thread",
-            "seq", "event_from", "event_to", "event_said", "expansion")  # fmt: skip
-    merged = {k: row[k] for k in kept} | changes
-    fragment = {
-        **merged,
-        "id": new_fragment_id(),
-        "tenant_id": row["tenant_id"],
-        "workspace": row["workspace"],
-        "agent_id": row["agent_id"],
-        "keywords": list(merged["keywords"]),
-        "content_hash": changes["content_hash"],
-        "source": row["source"],
-        "ttl_tier": changes.get("ttl_tier", infer_ttl(merged["type"], merged["importance"])),
-        "estimated_tokens": changes.get("estimated_tokens", row["estimated_tokens"]),
-    }
-    new_id = await repo.insert(uow.conn, fragment)
-    version = await repo.archive_version(uow.conn, row, ctx.scope.agent_id)
-    await repo.update(
-        uow.conn,
-        row["id"],
-        {
-            "superseded_by": new_id,
-            "importance": round(float(row["importance"]) * SUPERSEDED_IMPORTANCE_FACTOR, 4),
-        },
-    )
-    await repo.add_link(uow.conn, row, row["id"], new_id, "superseded_by")
-    uow.emit(
-        "fragment.stored",
-        {"fragment_id": new_id, "content_hash": fragment["content_hash"], "agent_id": row["agent_id"]},
-    )
-    _reindex(uow, ctx, row, new_id, fragment["keywords"], fragment["importance"])
+    new_id, version = await supersede_with_new(ctx, uow, row, changes)
     return {"success": True, "id": new_id, "version": version, "supersededId": row["id"], "indexed": False}
 
 

@@ -18,8 +18,8 @@ from memento_memory_api.recall.lexical import terms
 from memento_memory_api.recall.question import last_message
 from memento_memory_api.repositories import fragments as repo
 from memento_memory_api.repositories import sessions
+from memento_memory_api.store import new_row, store_fragment
 from memento_memory_api.tools.common import in_workspace
-from memento_memory_api.tools.fragments import new_row, store_fragment
 from memento_memory_api.tools.registry import handles
 from memento_memory_api.uow import UnitOfWork
 from memento_shared import sessions as shared_sessions

@@ -13,7 +13,7 @@ import asyncpg
 
 from memento_memory_api.context import ToolContext
 from memento_memory_api.repositories import sessions
-from memento_memory_api.tools.fragments_edit import unindex
+from memento_memory_api.store import unindex
 from memento_memory_api.tools.lifecycle import TIERS, busy, scoped
 from memento_memory_api.tools.registry import handles
 from memento_shared import sessions as shared_sessions

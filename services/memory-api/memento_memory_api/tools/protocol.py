@@ -15,9 +15,8 @@ from memento_memory_api.context import ToolContext
 from memento_memory_api.recall import engine, similar
 from memento_memory_api.repositories import fragments as repo
 from memento_memory_api.repositories import working_memory as wm
+from memento_memory_api.store import new_row, store_fragment, supersede, unindex_after_commit
 from memento_memory_api.tools.common import in_workspace, parse_when, whole_text
-from memento_memory_api.tools.fragments import new_row, store_fragment
-from memento_memory_api.tools.fragments_edit import unindex_after_commit
 from memento_memory_api.tools.registry import Answer, handles
 from memento_memory_api.uow import UnitOfWork
 from memento_shared.domain.decay import decayed
@@ -204,8 +203,7 @@ async def memento_consolidate(ctx: ToolContext, args: ConsolidateArgs) -> Answer
                 ErrorCode.CONFLICT, "content: this namespace already holds a memory with that content", field="content"
             )
         for source in sources:  # kept, hidden from recall, traceable to what replaced them (its linkages name them)
-            await repo.mark_superseded(uow.conn, source["id"], new_id, name_original=False)
-            await repo.add_link(uow.conn, source, source["id"], new_id, "superseded_by")
+            await supersede(uow, source, new_id, name_original=False)
     result = {"id": new_id, "sources": ids, "content": content}
     return Answer(result, f"Consolidated {len(ids)} memories into {new_id}. Sources: [{', '.join(ids)}]")
 

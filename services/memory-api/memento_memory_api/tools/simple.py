@@ -12,8 +12,8 @@ from memento_memory_api import render
 from memento_memory_api.context import ToolContext
 from memento_memory_api.recall import engine, similar
 from memento_memory_api.repositories import fragments as repo
+from memento_memory_api.store import new_row, store_fragment, supersede
 from memento_memory_api.tools.common import vector_now, whole_text
-from memento_memory_api.tools.fragments import new_row, store_fragment
 from memento_memory_api.tools.registry import handles
 from memento_shared.errors import ErrorCode, MementoError, invalid, not_found
 from memento_shared.text.keywords import extract_keywords
@@ -112,9 +112,8 @@ async def supersede_memory(ctx: ToolContext, args: SupersedeMemoryArgs) -> dict[
                     " superseding it would close a cycle",
                     field="new_memory_id",
                 )
-            await repo.mark_superseded(uow.conn, old_id, new_id)
             # seed 000's view of the same fact: an edge old -superseded_by-> new (amend's supersedes makes the same)
-            await repo.add_link(uow.conn, rows[old_id], old_id, new_id, "superseded_by")
+            await supersede(uow, rows[old_id], new_id)
     return {"success": True, "message": f"Memory {old_id} marked as superseded by {new_id}"}
 
 
