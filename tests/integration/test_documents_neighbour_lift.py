@@ -9,7 +9,7 @@ import uuid
 import pytest
 from pydantic import ValidationError
 
-from memento_memory_api.tools.documents import Weights, lift
+from memento_memory_api.tools.documents.handlers import Weights, lift
 from memento_shared.settings import Settings
 from tests.fixtures.apps import memory_api_on
 

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from memento_memory_api.tools.protocol import PARTIAL_NOTE
+from memento_memory_api.tools.protocol.ranked import PARTIAL_NOTE
 from memento_shared.db.rls import set_principal
 from memento_shared.principal import HEADER, SCOPES, Principal, encode_principal
 from memento_shared.tools.registry import TOOLS

@@ -7,7 +7,7 @@ from tests.fixtures.hash_seeds import outputs_under_hash_seeds
 # Sections holding the goal's words among other words; prints each section's relevance exactly.
 _SECTIONS = """
 import random
-from memento_memory_api.tools.documents import _relevance, _terms
+from memento_memory_api.tools.documents.handlers import _relevance, _terms
 rng = random.Random(9)
 goal = _terms("rotate vault credentials billing worker deploy revoke secret staging production window")
 pool = sorted(goal) + [f"other{n}" for n in range(40)]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from memento_memory_api.tools.documents import PREFER_WINDOW, Weights, distinct_words, fuse, prefer_canonical
+from memento_memory_api.tools.documents.handlers import PREFER_WINDOW, Weights, distinct_words, fuse, prefer_canonical
 
 SEED = Weights(k=60.0, lexical=0.4, semantic=0.5, trigram=0.1, canonical_boost=0.15, coverage_power=0.0)
 

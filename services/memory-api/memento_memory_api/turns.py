@@ -1,5 +1,5 @@
 """Seed 004's turn payloads: Responses-style items, their text, the injected `Memory recall:` block, and the limits
-of seed §8. Pure functions: the lifecycle tools (tools/lifecycle.py) do the I/O."""
+of seed §8. Pure functions: the lifecycle tools (tools/lifecycle/turn.py) do the I/O."""
 
 from __future__ import annotations
 

@@ -12,9 +12,9 @@ from typing import Any
 import asyncpg
 
 from memento_memory_api.context import ToolContext
-from memento_memory_api.repositories import sessions
 from memento_memory_api.store import unindex
-from memento_memory_api.tools.lifecycle import TIERS, busy, scoped
+from memento_memory_api.tools.lifecycle import repository as sessions
+from memento_memory_api.tools.lifecycle.common import TIERS, busy, scoped
 from memento_memory_api.tools.registry import handles
 from memento_shared import sessions as shared_sessions
 from memento_shared.telemetry.metrics import MEMORY_COMPACTION, MEMORY_MAINTENANCE

@@ -1,6 +1,6 @@
 """Seed 003 working memory (the `protocol` profile): markdown sections, structured items, the skip list, identity
 crystals, the per-message context and health. These live in the workspace's own tables; the memories they draw on
-are the one store's rows (tools/protocol.py). Answers read like the reference server's."""
+are the one store's rows (memories.py). Answers read like the reference server's."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from memento_memory_api.recall.lexical import terms
 from memento_memory_api.repositories import fragments as repo
 from memento_memory_api.repositories import working_memory as wm
 from memento_memory_api.tools.common import in_workspace, parse_when, short_id, vector_now, whole_text
-from memento_memory_api.tools.protocol import PARTIAL_NOTE, ranked_memories, recalled
+from memento_memory_api.tools.protocol.ranked import PARTIAL_NOTE, ranked_memories, recalled
 from memento_memory_api.tools.registry import Answer, handles
 from memento_shared.errors import invalid, not_found
 from memento_shared.text.keywords import normalise_keywords

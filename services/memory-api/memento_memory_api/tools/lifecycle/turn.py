@@ -1,6 +1,6 @@
 """Seed 004's turn tools (the `lifecycle` profile): memory_before_turn and memory_after_turn, so a client keeps memory
 with two calls a turn. Facts are rows of the one store (recall and search_memories find them); the session's record
-is its own tables (repositories/sessions.py). Errors answer in seed 004's codes (ToolSpec.error_codes)."""
+is its own tables (repository.py). Errors answer in seed 004's codes (ToolSpec.error_codes)."""
 
 from __future__ import annotations
 
@@ -17,13 +17,13 @@ from memento_memory_api.recall import engine
 from memento_memory_api.recall.lexical import terms
 from memento_memory_api.recall.question import last_message
 from memento_memory_api.repositories import fragments as repo
-from memento_memory_api.repositories import sessions
 from memento_memory_api.store import new_row, store_fragment
-from memento_memory_api.tools.common import in_workspace
+from memento_memory_api.tools.lifecycle import repository as sessions
+from memento_memory_api.tools.lifecycle.common import TIERS, busy, scoped
 from memento_memory_api.tools.registry import handles
 from memento_memory_api.uow import UnitOfWork
 from memento_shared import sessions as shared_sessions
-from memento_shared.errors import ErrorCode, MementoError, invalid
+from memento_shared.errors import invalid
 from memento_shared.telemetry.metrics import (
     MEMORY_AFTER_TURN,
     MEMORY_AFTER_TURN_DURATION,
@@ -37,17 +37,7 @@ from memento_shared.text.tokenizer import count_tokens
 from memento_shared.tools.lifecycle import AfterTurnArgs, BeforeTurnArgs
 
 TOPIC = "lifecycle"
-TIERS = dict(zip(("l1", "l2"), shared_sessions.FACT_TIERS, strict=True))  # daily and weekly facts, in `source`
 CONTEXT_LINE_CHARS = 2000  # a recent item's text in the recall block, at most
-
-
-def scoped(ctx: ToolContext, project: str | None) -> ToolContext:
-    """The call in its project: a workspace of the credential's tenant that it allows (PERMISSION_DENIED else)."""
-    return in_workspace(ctx, project)
-
-
-def busy(message: str) -> MementoError:
-    return MementoError(ErrorCode.RESOURCE_BUSY, message, retryable=True)
 
 
 # --- memory_before_turn -----------------------------------------------------------------------------------------

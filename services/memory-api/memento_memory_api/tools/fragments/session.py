@@ -10,8 +10,9 @@ from memento_memory_api import render
 from memento_memory_api.context import ToolContext
 from memento_memory_api.recall import seen
 from memento_memory_api.repositories import fragments as repo
+from memento_memory_api.store import store_fragment
 from memento_memory_api.tools.common import in_workspace
-from memento_memory_api.tools.fragments import build_fragment, store_fragment
+from memento_memory_api.tools.fragments.factory import build_fragment
 from memento_memory_api.tools.registry import handles
 from memento_shared import working_memory
 from memento_shared.errors import invalid

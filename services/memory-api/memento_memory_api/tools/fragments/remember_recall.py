@@ -8,14 +8,12 @@ from typing import Any
 from memento_memory_api.context import ToolContext
 from memento_memory_api.recall.cascade import recall as run_recall
 from memento_memory_api.repositories import fragments as repo
-from memento_memory_api.store import ANNOTATION, new_row, store_fragment
+from memento_memory_api.store import ANNOTATION, store_fragment
 from memento_memory_api.tools.common import in_workspace
+from memento_memory_api.tools.fragments.factory import build_fragment
 from memento_memory_api.tools.registry import handles
 from memento_shared import working_memory
-from memento_shared.domain.fragments import DEFAULT_IMPORTANCE, infer_ttl, truncate
 from memento_shared.errors import MementoError, invalid, not_found, unavailable
-from memento_shared.text.keywords import extract_keywords, normalise_keywords
-from memento_shared.text.redaction import redact_pii
 from memento_shared.tools.fragments import (
     BatchRememberArgs,
     FragmentFields,
@@ -23,26 +21,6 @@ from memento_shared.tools.fragments import (
     RememberArgs,
 )
 from memento_shared.tools.spec import parse_entry
-
-
-def build_fragment(args: FragmentFields, ctx: ToolContext) -> dict[str, Any]:
-    """FragmentFactory (§6.2): mask PII, truncate, hash, keywords, importance, TTL tier, tokens."""
-    content = truncate(redact_pii(args.content))
-    keywords = normalise_keywords(args.keywords) if args.keywords else extract_keywords(content)
-    importance = args.importance if args.importance is not None else DEFAULT_IMPORTANCE[args.type]
-    return new_row(
-        ctx,
-        content,
-        topic=args.topic.strip(),
-        keywords=keywords,
-        type=args.type,
-        importance=float(importance),
-        source=args.source,
-        ttl_tier=infer_ttl(args.type, importance),
-        is_anchor=args.isAnchor,
-        case_id=args.caseId,
-        keywords_given=bool(args.keywords),
-    )
 
 
 @handles("remember")

@@ -7,7 +7,6 @@ every dialect's searches and traceable to the memory that replaced it. Answers r
 from __future__ import annotations
 
 from collections import Counter
-from datetime import UTC, datetime
 from typing import Any
 
 from memento_memory_api import distill
@@ -17,9 +16,9 @@ from memento_memory_api.repositories import fragments as repo
 from memento_memory_api.repositories import working_memory as wm
 from memento_memory_api.store import new_row, store_fragment, supersede, unindex_after_commit
 from memento_memory_api.tools.common import in_workspace, parse_when, whole_text
+from memento_memory_api.tools.protocol.ranked import PARTIAL_NOTE, iso, ranked_memories, recalled
 from memento_memory_api.tools.registry import Answer, handles
 from memento_memory_api.uow import UnitOfWork
-from memento_shared.domain.decay import decayed
 from memento_shared.domain.fragments import DEFAULT_IMPORTANCE
 from memento_shared.errors import ErrorCode, MementoError, invalid, not_found
 from memento_shared.text.keywords import extract_keywords, normalise_keywords
@@ -27,7 +26,6 @@ from memento_shared.text.redaction import redact_pii
 from memento_shared.tools.protocol import ConsolidateArgs, ExtractArgs, GraphArgs, IdArgs, RecallArgs, StoreArgs
 
 TOPIC = "memory"  # seed 003 has no topic; seed 000's recall can still filter these rows by it
-PARTIAL_NOTE = "(Meaning search was partial: no embedding model answered, so some memories were matched by words only.)"
 EXTRACT_MAX_CHARS = 100_000  # the reference server's cap on a transcript
 DISTILL_TAG = "source:distill"
 
@@ -74,7 +72,7 @@ async def _store(ctx: ToolContext, args: StoreArgs) -> Answer:
         else:
             mtype = args.type
             await _link_memories(uow, row, memory_id, linkages)
-    result = {"id": memory_id, "type": mtype, "tags": tags, "expires_at": _iso(expires_at), "indexed": indexed}
+    result = {"id": memory_id, "type": mtype, "tags": tags, "expires_at": iso(expires_at), "indexed": indexed}
     return Answer(result, f"Stored memory {memory_id} ({mtype}){tag_text(tags)}")
 
 
@@ -95,49 +93,6 @@ async def memento_store(ctx: ToolContext, args: StoreArgs) -> Answer:
 @handles("memento_remember")
 async def memento_remember(ctx: ToolContext, args: StoreArgs) -> Answer:
     return await _store(ctx, args)
-
-
-async def ranked_memories(
-    ctx: ToolContext, query: str, limit: int, tags: list[str] | None = None, mtype: str | None = None
-) -> tuple[list[tuple[Any, float]], bool]:
-    """Seed 003's recall through the one engine: hybrid relevance (the fused score as a share of the best possible)
-    × recency × access boosts, best first, and whether meaning search was partial (engine.Found.partial). Expired
-    and consolidated (superseded) memories are never candidates."""
-    # the whole text for the words, its question for the meaning (the engine embeds recall.question's part)
-    wanted = engine.Query(
-        text=query,
-        tags=tags or None,
-        type=mtype,
-        limit=max(engine.CANDIDATES, limit),
-    )
-    async with engine.searching(ctx, wanted) as (_, found):
-        fused, best = found.fused(), found.best_score()
-    now = datetime.now(UTC)
-    scored = []
-    for memory_id, score in fused:
-        row = found.rows[memory_id]
-        scored.append((row, score / best * decayed(row["created_at"], row["access_count"], row["accessed_at"], now)))
-    scored.sort(key=lambda pair: (-pair[1], -pair[0]["created_at"].timestamp()))
-    chosen = scored[:limit]
-    if ctx.scope.workspace == ctx.principal.workspace:  # a peek at another workspace leaves its counts alone
-        # written before the answer, as the reference server does: the next recall already shows (and ranks by) it
-        await ctx.access.record_now(ctx.scope, [row["id"] for row, _ in chosen])
-    return chosen, found.partial
-
-
-def recalled(row: Any, score: float) -> dict[str, Any]:
-    return {
-        "id": row["id"],
-        "content": row["content"],
-        "type": row["type"],
-        "tags": list(row["keywords"]),
-        "score": round(score, 4),
-        "created_at": row["created_at"].isoformat(),
-        "expires_at": _iso(row["expires_at"]),
-        "access_count": row["access_count"],
-        "last_accessed_at": _iso(row["accessed_at"]),
-        "linkages": list(row["linkages"]),
-    }
 
 
 def _block(memory: dict[str, Any]) -> str:
@@ -352,7 +307,3 @@ def _memory_node(row: Any, depth: int) -> dict[str, Any]:
         "tags": list(row["keywords"]),
         "depth": depth,
     }
-
-
-def _iso(moment: datetime | None) -> str | None:
-    return moment.isoformat() if moment is not None else None
