@@ -165,6 +165,8 @@ def reindex_after_commit(
 
 
 def unindex_after_commit(uow: UnitOfWork, ctx: ToolContext, rows: list[Any]) -> None:
+    """`rows`, deleted in `uow`'s transaction, leave L1 once it commits."""
+
     async def after() -> None:
         await unindex(ctx, rows)
 

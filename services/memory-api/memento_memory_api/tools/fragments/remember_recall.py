@@ -1,4 +1,5 @@
-"""Seed 000 tools (the `fragments` profile)."""
+"""Seed 000's remember (durable, or in the session's working memory), batch_remember and recall (the `fragments`
+profile)."""
 
 from __future__ import annotations
 
