@@ -226,9 +226,7 @@ def _wrapped(line: str) -> list[str]:
     if len(line) <= PROSE_COLUMNS:
         return [line]
     indent = "  " if line.startswith("- ") else ""
-    return textwrap.wrap(
-        line, PROSE_COLUMNS, subsequent_indent=indent, break_long_words=False, break_on_hyphens=False
-    )
+    return textwrap.wrap(line, PROSE_COLUMNS, subsequent_indent=indent, break_long_words=False, break_on_hyphens=False)
 
 
 def _turned(table: list[str]) -> list[str]:
