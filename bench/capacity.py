@@ -26,6 +26,8 @@ import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench.report import fit_lines
+
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
 CPU_FILE = ROOT / "bench" / "data" / "cpu_per_call.json"
@@ -213,7 +215,7 @@ def markdown(inputs: Inputs, args: argparse.Namespace) -> str:
         "of it cache that should hold every index and HNSW graph, shards 4 per worker (at least 32); a Valkey primary "
         f"per {VALKEY_CORE:g} core of commands or {VALKEY_GB} GB of L1.",
     ]
-    return "\n".join(out)
+    return fit_lines("\n".join(out))  # the docs' line limit (bench/report.py)
 
 
 def main() -> None:

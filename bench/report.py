@@ -1,13 +1,22 @@
-"""Percentiles, the targets table (SPEC.md "Performance" and the seeds' own), JSON results and the README table."""
+"""Percentiles, the targets table (SPEC.md "Performance" and the seeds' own), JSON results and the tables of
+docs/benchmarks.md."""
 
 from __future__ import annotations
 
 import json
+import re
+import textwrap
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
+# where the scripts' tables live (the README held them until issue 49); tests/contract/test_docs.py checks its markers
+BENCHMARKS_PAGE = ROOT / "docs" / "benchmarks.md"
+# no line of README.md or docs/ is longer (tests/contract/test_docs.py); prose is wrapped at the code's 120 columns
+LINE_LIMIT = 400
+PROSE_COLUMNS = 120
+CELL = re.compile(r"(?<!\\)\|")
 
 # op -> (SPEC p95 target in ms or a rule, the seed's target as written). Rules: "embed+20", the query-embedding p95
 # of the same run + 20 ms; "ping+10", the `ping` row's p95 at the same path and concurrency + 10 ms
@@ -184,15 +193,50 @@ def collections_text(collections: dict[str, dict]) -> str:
 
 
 def replace_readme_block(name: str, markdown_text: str) -> bool:
-    """Put `markdown_text` between the README's `<!-- bench:NAME:start/end -->` markers; False if they are absent."""
-    readme = ROOT / "README.md"
+    """Put `markdown_text` between docs/benchmarks.md's `<!-- bench:NAME:start/end -->` markers, shaped by
+    `fit_lines`; False if they are absent. (The name is older than the page: the blocks were the README's.)"""
+    page = BENCHMARKS_PAGE
     start, end = f"<!-- bench:{name}:start -->", f"<!-- bench:{name}:end -->"
-    text = readme.read_text()
+    text = page.read_text()
     if start not in text or end not in text:
         return False
     head, rest = text.split(start, 1)
-    readme.write_text(head + start + "\n" + markdown_text + "\n" + end + rest.split(end, 1)[1])
+    page.write_text(head + start + "\n" + fit_lines(markdown_text) + "\n" + end + rest.split(end, 1)[1])
     return True
+
+
+def fit_lines(markdown_text: str) -> str:
+    """The same markdown with every line within LINE_LIMIT: prose lines over PROSE_COLUMNS are wrapped (markdown
+    renders a paragraph's line breaks as spaces), and a table with a row over the limit is written turned, its
+    columns as rows (LoCoMo's per-conversation table has a column per method, ~900 characters a row)."""
+    out: list[str] = []
+    table: list[str] = []
+    for line in [*markdown_text.split("\n"), ""]:
+        if line.startswith("|"):
+            table.append(line)
+            continue
+        if table:
+            out += _turned(table) if max(map(len, table)) > LINE_LIMIT else table
+            table = []
+        out += _wrapped(line)
+    return "\n".join(out[:-1])
+
+
+def _wrapped(line: str) -> list[str]:
+    if len(line) <= PROSE_COLUMNS:
+        return [line]
+    indent = "  " if line.startswith("- ") else ""
+    return textwrap.wrap(line, PROSE_COLUMNS, subsequent_indent=indent, break_long_words=False, break_on_hyphens=False)
+
+
+def _turned(table: list[str]) -> list[str]:
+    """A markdown table's rows as columns; the separator row (`|---|`) is left out and written anew."""
+    rows = [[cell.strip() for cell in CELL.split(line.strip())[1:-1]] for line in table]
+    rows = [rows[0], *rows[2:]]
+    width = max(map(len, rows))
+    columns = [[row[i] if i < len(row) else "" for row in rows] for i in range(width)]
+    lines = ["| " + " | ".join(column) + " |" for column in columns]
+    return [lines[0], "|" + "---|" * len(columns[0]), *lines[1:]]
 
 
 def save(results: dict, prefix: str) -> Path:
