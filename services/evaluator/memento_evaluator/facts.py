@@ -15,13 +15,13 @@ from memento_shared.db.rls import system_transaction
 from memento_shared.llm import LLM, from_settings
 from memento_shared.settings import Settings
 from memento_shared.text import facts as text_facts
-from memento_shared.text.annotate import with_fact_stems
+from memento_shared.text.stems import with_fact_stems
 from memento_shared.worker import ProviderLimiter, Runtime
 
 log = logging.getLogger(__name__)
 
 # no updated_at bump: the facts are derived, and the evaluation (verified_at >= updated_at) must stay current. The
-# expansion gains the facts' stems (text.annotate.with_fact_stems), so the full-text index finds them by a stem too
+# expansion gains the facts' stems (text.stems.with_fact_stems), so the full-text index finds them by a stem too
 _WRITE_SQL = "UPDATE agent_memory.fragments SET facts = $2, expansion = $4 WHERE id = $1 AND content_hash = $3"
 
 

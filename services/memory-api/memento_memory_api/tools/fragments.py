@@ -10,6 +10,7 @@ from memento_memory_api.context import ToolContext
 from memento_memory_api.recall import l1
 from memento_memory_api.recall.cascade import recall as run_recall
 from memento_memory_api.repositories import fragments as repo
+from memento_memory_api.text.annotate import annotate
 from memento_memory_api.tools.common import in_workspace
 from memento_memory_api.tools.registry import handles
 from memento_memory_api.uow import UnitOfWork
@@ -17,7 +18,6 @@ from memento_shared import l1 as l1_layout
 from memento_shared import working_memory
 from memento_shared.domain.fragments import DEFAULT_IMPORTANCE, content_hash, infer_ttl, new_fragment_id, truncate
 from memento_shared.errors import MementoError, invalid, not_found, unavailable
-from memento_shared.text.annotate import annotate
 from memento_shared.text.keywords import extract_keywords, normalise_keywords
 from memento_shared.text.redaction import redact_pii
 from memento_shared.text.tokenizer import count_tokens
