@@ -11,9 +11,9 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from memento_evaluator.settings import EvaluatorSettings
 from memento_shared.db.rls import system_transaction
 from memento_shared.llm import LLM, from_settings
-from memento_shared.settings import Settings
 from memento_shared.text import facts as text_facts
 from memento_shared.text.stems import with_fact_stems
 from memento_shared.worker import ProviderLimiter, Runtime
@@ -33,7 +33,7 @@ class FactDrawer:
         self.limiter = limiter
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> FactDrawer | None:
+    def from_settings(cls, settings: EvaluatorSettings) -> FactDrawer | None:
         llm = from_settings(settings)
         if llm.model is None:
             return None
