@@ -98,9 +98,6 @@ class RedisSettings(Section):
     fence and the gateways' pub/sub, and must be one primary (arq's job keys span hash slots). Unset, it is REDIS_URL.
     """
 
-    # Two roles (docs/scaling.md): REDIS_URL holds state (L1, sessions, working memory, rate limits, page snapshots,
-    # OAuth state, progress) and may be a cluster (`redis+cluster://`); REDIS_QUEUE_URL holds arq's queues, the relay's
-    # fence and the gateways' pub/sub, and must be one primary (arq's job keys span hash slots). Unset, it is REDIS_URL.
     redis_url_env: str | None = Field(None, alias="REDIS_URL")
     redis_queue_url_env: str | None = Field(None, alias="REDIS_QUEUE_URL")
     # a write to the state Redis that a client is told succeeded (a session, working memory, an L1 entry) first waits
