@@ -30,10 +30,10 @@ import numpy as np
 from bench.report import percentiles
 from bench.run import System
 from memento_memory_api.app import create_app
+from memento_memory_api.settings import MemoryApiSettings
 from memento_shared import heap
 from memento_shared.internal_http import InternalClient
 from memento_shared.principal import HEADER, SCOPES, Principal, encode_principal
-from memento_shared.settings import Settings
 
 APPS = ("shipped", "plain")
 # plain: issue 28's order off, and issue 53's stems, answer lift, question discount, rounds and context floor
@@ -83,8 +83,8 @@ class App:
         return time.perf_counter() - started
 
 
-def settings_for(system: System, overrides: dict[str, str]) -> Settings:
-    return Settings(
+def settings_for(system: System, overrides: dict[str, str]) -> MemoryApiSettings:
+    return MemoryApiSettings(
         DATABASE_URL=system.info["database_url"],
         REDIS_URL=system.info["redis_url"],
         EMBEDDER_URL=system.service_url("embedder"),

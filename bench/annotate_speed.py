@@ -1,6 +1,6 @@
-"""Speed of the write-path annotation (issue 28): memento_shared.text.annotate.annotate over conversation turns of about
-300 characters, English and Korean, with and without dates. Prints the median and p95 per call in milliseconds; the
-target is under 0.3 ms. Not a test: timings depend on the machine's load.
+"""Speed of the write-path annotation (issue 28): memento_memory_api.text.annotate.annotate over conversation turns of
+about 300 characters, English and Korean, with and without dates. Prints the median and p95 per call in milliseconds;
+the target is under 0.3 ms. Not a test: timings depend on the machine's load.
 
     python -m bench.annotate_speed [--rounds 2000]
 """
@@ -12,7 +12,7 @@ import statistics
 import time
 from datetime import UTC, datetime
 
-from memento_shared.text.annotate import annotate, query_expansion
+from memento_memory_api.text.annotate import annotate, query_expansion
 
 TEXTS = {
     "english, dated header": (

@@ -30,11 +30,13 @@ from redis.crc import key_slot
 from bench.report import percentiles, save
 from memento_devtools.embedded import free_port, start_postgres, start_valkey, start_valkey_cluster
 from memento_gateway.app import create_app as create_gateway
+from memento_gateway.settings import GatewaySettings
 from memento_memory_api.app import create_app as create_memory_api
+from memento_memory_api.settings import MemoryApiSettings
 from memento_shared import keys, l1, redis_client, working_memory
 from memento_shared.db.migrate import migrate
 from memento_shared.http import make_server
-from memento_shared.settings import Settings
+from memento_shared.settings import DatabaseSettings
 
 TENANT = "default"  # the access key's (the operator's) tenant
 ACCESS_KEY = "bench-failover-" + "k" * 16
@@ -166,9 +168,9 @@ async def main_async(args: argparse.Namespace) -> dict:
             "MEMENTO_ACCESS_KEY": ACCESS_KEY,
             "MEMENTO_DATA_DIR": str(root / "gateway"),
         }
-        await migrate(Settings(**env))
-        api = await serve(create_memory_api(Settings(**env)))
-        gateway = await serve(create_gateway(Settings(**env, MEMORY_API_URL=api[2])))
+        await migrate(DatabaseSettings(**env))
+        api = await serve(create_memory_api(MemoryApiSettings(**env)))
+        gateway = await serve(create_gateway(GatewaySettings(**env, MEMORY_API_URL=api[2])))
         try:
             writers = [asyncio.create_task(writer(run, gateway[2], f"w{n}")) for n in range(args.clients)]
             period = args.seconds / (args.failovers + 1)

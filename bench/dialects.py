@@ -62,8 +62,8 @@ from bench.run import (
     wait_for_l1,
 )
 from bench.worker_consolidation import row_changes
+from memento_consolidator.settings import ConsolidatorSettings
 from memento_memory_api.recall.question import question
-from memento_shared.settings import Settings
 from memento_shared.worker import close_runtime, open_runtime
 
 README_SIZES = (10_000, 1_000_000)
@@ -390,7 +390,7 @@ async def turn_loop(system: System, seed: str, run: str, sessions: int, turns: i
 async def decay_runs(system: System) -> dict:
     from memento_consolidator.decay import decay
 
-    settings = Settings(DATABASE_URL=system.info["database_url"], REDIS_URL=system.info["redis_url"])
+    settings = ConsolidatorSettings(DATABASE_URL=system.info["database_url"], REDIS_URL=system.info["redis_url"])
     rt = await open_runtime("consolidator", settings, max_jobs=1)
     conn = await asyncpg.connect(system.owner_url())
     try:

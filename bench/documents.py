@@ -37,6 +37,7 @@ from bench.report import RESULTS, ROOT, percentiles, replace_readme_block
 from bench.run import System, through_gateway
 from memento_memory_api.recall.lexical import identifier_in, terms
 from memento_memory_api.repositories import documents as repo
+from memento_memory_api.settings import MemoryApiSettings
 from memento_memory_api.tools.documents.handlers import (
     LEXICAL_TOP_K,
     SEMANTIC_TOP_K,
@@ -51,7 +52,6 @@ from memento_memory_api.tools.documents.handlers import (
 from memento_memory_api.uow import Scope
 from memento_shared.db.rls import set_principal
 from memento_shared.internal_http import InternalClient
-from memento_shared.settings import Settings
 from memento_shared.text.chunking import chunk_markdown, outline
 
 CORPUS = ROOT / "bench" / "data" / "documents_corpus"
@@ -162,7 +162,7 @@ async def rank(system: System, client: Client, workspace: str, profile: tuple[st
     in-process with memory.search's own functions under its principal, and memory.search's answer through the
     gateway, each scored against the query's answers; then the weights chosen and scored on held-out folds
     (bench.documents_fusion) over the same lists."""
-    settings = Settings(DATABASE_URL=system.info["database_url"], REDIS_URL=system.info["redis_url"])
+    settings = MemoryApiSettings(DATABASE_URL=system.info["database_url"], REDIS_URL=system.info["redis_url"])
     scope = Scope(tenant_id="default", workspace=workspace, agent_id="default")
     embedder = InternalClient(system.service_url("embedder"), timeout_s=30)
     conn = await asyncpg.connect(system.info["database_url"], server_settings={"search_path": "agent_memory,public"})
@@ -269,7 +269,7 @@ def replay(path: str) -> dict:
                         "canonical": {key(k): True for k in r["canonical"]},
                         "hits": {key(k): a for k, a in r["hits"].items()}, "present": present,
                         "words": {k: distinct_words(texts[key_text(k)]) for k in present}})  # fmt: skip
-    same = Settings.model_fields["document_canonical_same_words"].default
+    same = MemoryApiSettings.model_fields["document_canonical_same_words"].default
     shipped = replace(Weights(**ranking["shipped"]), same=same)
     before, tuning = retune(raw, same)
     for group in ("all", *TYPES):

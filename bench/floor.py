@@ -12,10 +12,12 @@ import time
 
 from bench.report import percentiles
 from memento_memory_api.recall.question import question
+from memento_memory_api.settings import MemoryApiSettings
 from memento_shared.internal_http import InternalClient
-from memento_shared.settings import Settings
 
-QUESTION_TOKENS = Settings.model_fields["query_embed_max_tokens"].default  # benches start systems with the defaults
+QUESTION_TOKENS = MemoryApiSettings.model_fields[
+    "query_embed_max_tokens"
+].default  # benches start systems with the defaults
 MAX_TEXTS = 200  # a row's texts embedded alone, at most (the last ones it asked)
 
 

@@ -59,7 +59,7 @@ from bench import ab
 from bench.ab import OFF
 from bench.report import RESULTS, ROOT, replace_readme_block
 from bench.run import System
-from memento_shared.settings import Settings
+from memento_memory_api.settings import MemoryApiSettings
 from memento_shared.text.keywords import extract_keywords
 
 DATA = ROOT.parent / "shared" / "data" / "locomo-dev.json"
@@ -207,7 +207,7 @@ ISSUE_53_OFF = {
     "RECALL_ROUNDS": "0",
 }
 FIRST = {"RECALL_CONTEXT_WEIGHT": "1", "RECALL_LIFT": "0.7", "RECALL_TIME_BOOST": "0.3", **ISSUE_53_OFF}
-SHIPPED = {f.alias: str(f.default) for f in Settings.model_fields.values() if f.alias in FIRST}
+SHIPPED = {f.alias: str(f.default) for f in MemoryApiSettings.model_fields.values() if f.alias in FIRST}
 VARIANTS: dict[str, tuple[str, dict[str, str]]] = {
     "shipped": ("the defaults (RECALL_* unset)", {}),
     "first": ("the first settings: context weight 1, lift 0.7, time boost 0.3", {}),

@@ -27,7 +27,7 @@ from bench.report import RESULTS, ROOT
 from bench.run import System
 from memento_shared.consolidation import JOB_NAME, STAGES
 from memento_shared.events import queue_key
-from memento_shared.settings import Settings
+from memento_shared.settings import QueueSettings
 from memento_shared.worker import create_queue_pool
 
 WORKSPACE = "bench"
@@ -98,7 +98,7 @@ async def main_async(args: argparse.Namespace) -> dict:
         loaded.pop("ids")
         print(f"bench: loaded in {sum(loaded['seconds'].values()):.0f} s; shaping the store ...", flush=True)
         shaped = await shape(system.owner_url())
-        queue = await create_queue_pool(Settings(REDIS_URL=system.info["redis_url"]))
+        queue = await create_queue_pool(QueueSettings(REDIS_URL=system.info["redis_url"]))
         runs = []
         try:
             for label in ("first", "second"):

@@ -288,12 +288,20 @@ def _last_log_line(log_path: Path, since: int) -> str:
     return f" ({line})"
 
 
-def _settings():  # -> memento_shared.settings.Settings
-    """The services' own settings object, to derive DSNs exactly as they would from POSTGRES_*/DB_*/REDIS_*."""
-    from memento_shared.settings import Settings
+def _settings():  # -> memento_shared.settings.OperatorSettings
+    """The database and Redis settings, to derive DSNs exactly as the services would from POSTGRES_*/DB_*/REDIS_*;
+    every service's own settings are validated first, so a bad variable stops the launch before anything starts."""
+    from memento_consolidator.settings import ConsolidatorSettings
+    from memento_embedder.settings import EmbedderSettings
+    from memento_evaluator.settings import EvaluatorSettings
+    from memento_gateway.settings import GatewaySettings
+    from memento_memory_api.settings import MemoryApiSettings
+    from memento_shared.settings import OperatorSettings
 
     try:
-        return Settings()
+        for service in (GatewaySettings, MemoryApiSettings, EmbedderSettings, EvaluatorSettings, ConsolidatorSettings):
+            service()
+        return OperatorSettings()
     except ValueError as exc:  # pydantic's ValidationError: multi-line, so keep the first problem
         errors = getattr(exc, "errors", lambda: [])()
         first = errors[0] if errors else {"loc": ("?",), "msg": str(exc).splitlines()[0]}

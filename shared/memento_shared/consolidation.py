@@ -30,7 +30,7 @@ import copy
 from typing import Any
 
 from memento_shared import keys
-from memento_shared.settings import Settings
+from memento_shared.settings import MemoryConfigSettings
 
 JOB_NAME = "consolidate"
 
@@ -72,7 +72,7 @@ def progress_key(tenant_id: str, workspace: str) -> str:
     return keys.consolidation_progress(tenant_id, workspace)
 
 
-def lifecycle(settings: Settings) -> dict[str, Any]:
+def lifecycle(settings: MemoryConfigSettings) -> dict[str, Any]:
     """MEMORY_CONFIG's lifecycle part over LIFECYCLE_DEFAULTS (one level of nesting merged key by key)."""
     merged = copy.deepcopy(LIFECYCLE_DEFAULTS)
     config = settings.memory_config
@@ -86,6 +86,6 @@ def lifecycle(settings: Settings) -> dict[str, Any]:
     return merged
 
 
-def utility_half_life_days(settings: Settings) -> float:
+def utility_half_life_days(settings: MemoryConfigSettings) -> float:
     """decay.utilityHalfLifeDays: the recency half-life every writer of utility_score passes to its SQL function."""
     return float(lifecycle(settings)["decay"]["utilityHalfLifeDays"])

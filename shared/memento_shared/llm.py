@@ -22,7 +22,7 @@ from google import genai
 from google.genai import errors as genai_errors
 from google.genai import types as genai_types
 
-from memento_shared.settings import Settings
+from memento_shared.settings import HeuristicSettings, LlmSettings
 from memento_shared.worker import parse_retry_after
 
 log = logging.getLogger(__name__)
@@ -190,7 +190,7 @@ class LLM:
             await self.model.aclose()
 
 
-def from_settings(settings: Settings) -> LLM:
+def from_settings(settings: LlmSettings) -> LLM:
     provider = settings.llm_provider.strip().lower()
     timeout = settings.llm_timeout_s
     if provider == "openai":
@@ -208,7 +208,7 @@ def from_settings(settings: Settings) -> LLM:
     return LLM(model, settings.llm_max_attempts, settings.llm_max_retry_wait_s)
 
 
-def heuristic_from_settings(settings: Settings) -> LLM | None:
+def heuristic_from_settings(settings: HeuristicSettings) -> LLM | None:
     """Seed 004's fact extraction model, when MEMORY_HEURISTIC_ENABLED and a base URL are set; None otherwise."""
     if not settings.memory_heuristic_enabled:
         return None

@@ -15,7 +15,7 @@ from typing import Any
 import asyncpg
 
 from memento_shared.db.references import clear_references
-from memento_shared.settings import Settings
+from memento_shared.settings import LifecycleSettings
 from memento_shared.text.keywords import extract_keywords
 
 EVENT_COLUMNS = "id, turn_id, role, item, item_hash, tokens, created_at"
@@ -154,7 +154,7 @@ Transaction = Callable[[], AbstractAsyncContextManager[asyncpg.Connection]]
 
 
 async def maintain(
-    transaction: Transaction, scope: Any, session_id: str, settings: Settings
+    transaction: Transaction, scope: Any, session_id: str, settings: LifecycleSettings
 ) -> tuple[dict[str, int], list[Any]]:
     """One maintenance run: answers its counters and the expired facts it deleted (id, agent_id, keywords), whose L1
     entries the caller removes. Raises asyncpg.LockNotAvailableError when the session stays locked longer than

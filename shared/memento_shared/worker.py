@@ -47,7 +47,7 @@ from memento_shared.db.pool import create_pool
 from memento_shared.db.rls import set_system
 from memento_shared.events import queue_key
 from memento_shared.http import RequestMetrics, make_server
-from memento_shared.settings import Settings
+from memento_shared.settings import QueueSettings, RedisSettings, WorkerSettings
 from memento_shared.telemetry.logging import setup_logging
 from memento_shared.telemetry.metrics import (
     DEAD_LETTERS,
@@ -82,7 +82,7 @@ QUEUE_CONNECT_TIMEOUT_S = 2.0
 QUEUE_CONNECT_TRIES = 5  # at start, one a second (as arq's create_pool): Redis may still be starting
 
 
-async def create_queue_pool(settings: Settings) -> ArqRedis:
+async def create_queue_pool(settings: QueueSettings) -> ArqRedis:
     """Redis as arq's queue (REDIS_QUEUE_URL). Every job enqueued through it (the relay's, a dead letter's replay, the
     cron's) waits WORKER_JOB_EXPIRY_SECONDS for a worker before Redis drops it."""
     connections = redis_client.connection_pool(
@@ -112,7 +112,7 @@ async def create_queue_pool(settings: Settings) -> ArqRedis:
         raise
 
 
-def background_state_redis(settings: Settings, queue: ArqRedis) -> Any:
+def background_state_redis(settings: RedisSettings, queue: ArqRedis) -> Any:
     """The state Redis (REDIS_URL) for background work (L1's rebuild and expiry, progress), with the queue's long
     timeouts: `queue` itself when both roles are one Redis, as before the split; else a client of its own (a cluster's
     when REDIS_URL names one), which the caller closes with `close_state_redis`."""
@@ -163,7 +163,7 @@ class Runtime:
     """What handlers get: the pool (service role, RLS applies), Redis, settings and worker-specific state."""
 
     name: str
-    settings: Settings
+    settings: WorkerSettings  # the service's own class (its settings_of narrows it)
     pool: asyncpg.Pool
     redis: ArqRedis  # the queue role (REDIS_QUEUE_URL): arq, dead-letter markers, enqueues
     state: dict[str, Any] = field(default_factory=dict)
@@ -418,7 +418,7 @@ async def _livez(request: Request) -> JSONResponse:
 SESSION_STATE_WORKERS = ("embedder", "consolidator")
 
 
-async def open_runtime(name: str, settings: Settings, max_jobs: int) -> Runtime:
+async def open_runtime(name: str, settings: WorkerSettings, max_jobs: int) -> Runtime:
     pool = await create_pool(
         settings,
         name,
@@ -559,7 +559,7 @@ async def run_worker(
     handlers: Mapping[str, Handler],
     *,
     port: int,
-    settings: Settings | None = None,
+    settings: WorkerSettings,
     routes: Sequence[BaseRoute] = (),
     on_startup: Callable[[Runtime], Awaitable[None]] | None = None,
     on_shutdown: Callable[[Runtime], Awaitable[None]] | None = None,
@@ -568,7 +568,6 @@ async def run_worker(
     functions: Sequence[Function] = (),
 ) -> None:
     """Run one worker process until SIGTERM/SIGINT; in-flight jobs get a grace period, then go back to the queue."""
-    settings = settings or Settings()
     setup_logging(name, settings.log_level)
     setup_tracing(f"memento-{name}", settings.otel_exporter_otlp_endpoint)
     heap.observe_pauses()

@@ -63,8 +63,8 @@ NON_SETTINGS_ENV = {"OTEL_SERVICE_NAME", "OMP_NUM_THREADS", "OMP_WAIT_POLICY"}
 
 @cache
 def settings_env_names() -> frozenset[str]:
-    """Every environment variable memento_shared.settings.Settings reads."""
-    from memento_shared.settings import Settings
+    """Every environment variable a service reads (each service's settings class, tests.fixtures.settings)."""
+    from tests.fixtures.settings import Settings
 
     names = set()
     for name, field in Settings.model_fields.items():

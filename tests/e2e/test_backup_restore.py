@@ -30,7 +30,7 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from memento_devtools.embedded import free_port, spawn
 from memento_shared import l1
 from memento_shared.db.migrate import migrate
-from memento_shared.settings import Settings
+from memento_shared.settings import DatabaseSettings as Settings
 from tests.e2e.conftest import ACCESS_KEY, wait_for
 from tests.fixtures.servers import APP_PASSWORD
 

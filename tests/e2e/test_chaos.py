@@ -25,7 +25,7 @@ from redis.asyncio import from_url
 from bench.chaos import run_chaos
 from bench.cluster import Cluster
 from bench.mixed_load import LoadThread, MixedLoad
-from memento_shared.settings import Settings
+from memento_shared.settings import WorkerSettings as Settings
 from tests.e2e.conftest import wait_for
 
 pytestmark = pytest.mark.e2e

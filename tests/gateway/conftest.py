@@ -25,8 +25,8 @@ from memento_devtools.embedded import free_port
 from memento_gateway.app import create_app as create_gateway
 from memento_memory_api.app import create_app as create_memory_api
 from memento_shared.http import QuietServer, make_server
-from memento_shared.settings import Settings
 from tests.fixtures.servers import Servers
+from tests.fixtures.settings import Settings
 
 ACCESS_KEY = "gateway-test-key-" + "k" * 16
 MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}

@@ -7,7 +7,7 @@ import logging
 import pytest
 
 from memento_gateway.__main__ import bind_host
-from memento_shared.settings import Settings
+from memento_gateway.settings import GatewaySettings as Settings
 
 
 @pytest.mark.parametrize(

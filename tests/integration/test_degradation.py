@@ -8,9 +8,9 @@ import httpx
 
 from memento_devtools.embedded import start_postgres
 from memento_memory_api.app import create_app
+from memento_memory_api.settings import MemoryApiSettings as Settings
 from memento_shared.db.migrate import migrate
 from memento_shared.principal import HEADER, SCOPES, Principal, encode_principal
-from memento_shared.settings import Settings
 
 
 async def test_postgres_down_gives_503_and_storage_error(tmp_path, servers):

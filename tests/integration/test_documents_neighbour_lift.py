@@ -9,8 +9,8 @@ import uuid
 import pytest
 from pydantic import ValidationError
 
+from memento_memory_api.settings import MemoryApiSettings as Settings
 from memento_memory_api.tools.documents.handlers import Weights, lift
-from memento_shared.settings import Settings
 from tests.fixtures.apps import memory_api_on
 
 # "zorblax" is in two sections of two documents: twice in a short one (the best hit), once in a long one (the second)

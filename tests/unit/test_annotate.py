@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memento_shared.text.annotate import MAX_EXPANSION_WORDS, annotate, query_expansion, spell
+from memento_memory_api.text.annotate import MAX_EXPANSION_WORDS, annotate, query_expansion, spell
 
 WRITTEN = datetime(2024, 3, 13, 15, 0, tzinfo=UTC)
 

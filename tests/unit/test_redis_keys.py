@@ -7,7 +7,7 @@ from pydantic import ValidationError
 from redis.crc import key_slot
 
 from memento_shared import keys
-from memento_shared.settings import Settings
+from memento_shared.settings import RedisSettings as Settings
 
 
 def slot(key: str) -> int:

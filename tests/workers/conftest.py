@@ -24,9 +24,9 @@ from memento_memory_api.outbox_relay import Relay
 from memento_memory_api.uow import Scope, UnitOfWorkFactory
 from memento_shared.db.migrate import migrate
 from memento_shared.db.pool import create_pool
-from memento_shared.settings import Settings
 from memento_shared.worker import WorkerHost, close_runtime, create_queue_pool, open_runtime
 from tests.fixtures.servers import APP_PASSWORD, Servers
+from tests.fixtures.settings import Settings
 from tests.fixtures.waiting import eventually
 
 WORKER_DB = "memento_workers"

@@ -19,10 +19,10 @@ from memento_embedder.api import ROUTES
 from memento_embedder.handlers import HANDLERS
 from memento_shared.db.migrate import migrate
 from memento_shared.db.rls import set_system
-from memento_shared.settings import Settings
 from tests.fixtures.apps import memory_api_on
 from tests.fixtures.loopback.embeddings import hashed_vector, openai_server
 from tests.fixtures.servers import APP_PASSWORD
+from tests.fixtures.settings import Settings
 from tests.fixtures.waiting import eventually
 from tests.workers.conftest import hosted_worker
 

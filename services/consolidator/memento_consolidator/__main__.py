@@ -6,13 +6,13 @@ from __future__ import annotations
 
 from memento_consolidator import decay, idle_sessions, jobs, schedule
 from memento_consolidator.handlers import HANDLERS
+from memento_consolidator.settings import ConsolidatorSettings
 from memento_shared import eventloop
-from memento_shared.settings import Settings
 from memento_shared.worker import run_worker
 
 
 def main() -> None:
-    settings = Settings()
+    settings = ConsolidatorSettings()
     timeout = settings.worker_job_timeout_s
     eventloop.run(
         run_worker(

@@ -14,6 +14,7 @@ import logging
 import time
 from typing import Any
 
+from memento_consolidator.settings import settings_of
 from memento_shared import l1
 from memento_shared.db.clashes import retrying_clashes
 from memento_shared.db.references import clear_references
@@ -70,8 +71,8 @@ async def _rescore(rt: Runtime, now: Any, low: str, high: str | None, batch: int
 
 async def decay(rt: Runtime) -> dict[str, Any]:
     started = time.perf_counter()
-    batch = rt.settings.protocol_decay_batch_size
-    writers = rt.settings.protocol_decay_writers
+    settings = settings_of(rt)
+    batch, writers = settings.protocol_decay_batch_size, settings.protocol_decay_writers
     async with rt.pool.acquire() as conn:
         async with system_transaction(conn):
             now = await conn.fetchval("SELECT now()")

@@ -12,6 +12,7 @@ from typing import Any
 
 import asyncpg
 
+from memento_consolidator.settings import settings_of
 from memento_shared import l1, sessions
 from memento_shared.db.rls import system_transaction
 from memento_shared.worker import Runtime
@@ -21,6 +22,8 @@ BATCH = 200
 
 
 async def maintain_idle(rt: Runtime) -> dict[str, int]:
+    settings = settings_of(rt)
+
     @contextlib.asynccontextmanager
     async def transaction() -> AsyncIterator[asyncpg.Connection]:
         async with rt.pool.acquire() as conn, system_transaction(conn):
@@ -28,13 +31,13 @@ async def maintain_idle(rt: Runtime) -> dict[str, int]:
 
     async with transaction() as conn:
         idle = await sessions.idle_sessions(
-            conn, rt.settings.memory_idle_minutes, BATCH, rt.settings.memory_compaction_min_age_hours
+            conn, settings.memory_idle_minutes, BATCH, settings.memory_compaction_min_age_hours
         )
     done = busy = failed = 0
     for row in idle:
         scope = sessions.Scope(row["tenant_id"], row["workspace"])
         try:
-            _, expired = await sessions.maintain(transaction, scope, row["session_id"], rt.settings)
+            _, expired = await sessions.maintain(transaction, scope, row["session_id"], settings)
             await _unindex(rt, scope, expired)
             done += 1
         except asyncpg.LockNotAvailableError:

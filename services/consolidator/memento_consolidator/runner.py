@@ -13,6 +13,7 @@ import asyncpg
 
 from memento_consolidator.pipeline import PIPELINE, l1
 from memento_consolidator.pipeline.context import StageContext
+from memento_consolidator.settings import settings_of
 from memento_shared import progress
 from memento_shared.consolidation import STAGES, ConsolidationBusy, lifecycle, progress_key
 from memento_shared.db.rls import set_principal
@@ -75,7 +76,8 @@ async def run_consolidation(
     """The result described in memento_shared.consolidation. wait_s: how long to wait for the tenant's lock
     (default CONSOLIDATION_LOCK_TIMEOUT_SECONDS); None for the schedule, which skips a busy tenant."""
     started = time.perf_counter()
-    wait = rt.settings.consolidation_lock_timeout_s if wait_s is None and trigger == "on_demand" else wait_s
+    settings = settings_of(rt)
+    wait = settings.consolidation_lock_timeout_s if wait_s is None and trigger == "on_demand" else wait_s
 
     async def waiting() -> None:
         message = "waiting for the consolidation already running for this tenant"
@@ -86,13 +88,13 @@ async def run_consolidation(
         ctx = StageContext(
             rt.pool,
             rt.state_redis,
-            rt.settings,
-            lifecycle(rt.settings),
+            settings,
+            lifecycle(settings),
             tenant_id,
             workspace,
             since=since,
-            batch_size=rt.settings.consolidation_batch_size,
-            writers=rt.settings.consolidation_writers,
+            batch_size=settings.consolidation_batch_size,
+            writers=settings.consolidation_writers,
             queue=rt.redis,
         )
         counts: dict[str, int] = {}

@@ -8,8 +8,8 @@ import sys
 from memento_embedder import service
 from memento_embedder.api import ROUTES
 from memento_embedder.handlers import HANDLERS
+from memento_embedder.settings import EmbedderSettings
 from memento_shared import eventloop
-from memento_shared.settings import Settings
 from memento_shared.worker import run_worker
 
 
@@ -18,7 +18,7 @@ def main() -> None:
         from memento_embedder.profiles_cli import main as profiles_main
 
         raise SystemExit(profiles_main(sys.argv[2:]))
-    settings = Settings()
+    settings = EmbedderSettings()
     eventloop.run(
         run_worker(
             "embedder",

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import asyncpg
 
-from memento_shared.settings import Settings
+from memento_embedder.settings import EmbedderSettings
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +50,7 @@ class ProfileSpec:
         return slug[: 38 - len(suffix)] + suffix
 
 
-def desired_spec(settings: Settings) -> ProfileSpec:
+def desired_spec(settings: EmbedderSettings) -> ProfileSpec:
     """The profile the environment asks for: EMBEDDING_PROVIDER, EMBEDDING_MODEL, EMBEDDING_DIMENSIONS,
     EMBEDDING_BASE_URL. The offline provider has one model, so the other variables do not apply to it."""
     provider = settings.embedding_provider.strip().lower() or "offline"

@@ -17,8 +17,8 @@ from memento_embedder import profiles
 from memento_embedder.batching import Batcher
 from memento_embedder.providers import build_provider
 from memento_embedder.providers.base import Provider, ProviderError
+from memento_embedder.settings import EmbedderSettings
 from memento_shared.db.rls import system_transaction
-from memento_shared.settings import Settings
 from memento_shared.worker import ProviderLimiter
 
 STORE_SQL = (
@@ -40,7 +40,7 @@ async def store_vectors(pool: asyncpg.Pool, profile_id: str, keys: list[Any], ve
 
 
 class ProfileRegistry:
-    def __init__(self, pool: asyncpg.Pool, settings: Settings) -> None:
+    def __init__(self, pool: asyncpg.Pool, settings: EmbedderSettings) -> None:
         self.pool = pool
         self.settings = settings
         self._batchers: dict[str, Batcher] = {}

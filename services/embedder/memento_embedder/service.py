@@ -9,6 +9,7 @@ from memento_embedder import profiles
 from memento_embedder.providers.base import Provider
 from memento_embedder.reembed import ProfileBuilder
 from memento_embedder.registry import ProfileRegistry
+from memento_embedder.settings import settings_of
 from memento_shared.db.rls import set_system
 from memento_shared.worker import Runtime
 
@@ -20,7 +21,8 @@ async def setup(
 ) -> None:
     """`providers` pins a provider object to a profile id instead of building it from the profile's row;
     `build=False` leaves out the background builder (a test that registers a profile only to embed new writes)."""
-    registry = ProfileRegistry(rt.pool, rt.settings)
+    settings = settings_of(rt)
+    registry = ProfileRegistry(rt.pool, settings)
     for profile_id, provider in (providers or {}).items():
         registry.add(profile_id, provider)
     rt.state["registry"] = registry
@@ -28,7 +30,7 @@ async def setup(
     active = await registry.active_id()
     await (await registry.batcher(active)).warm()
     if build:
-        builder = ProfileBuilder(rt.pool, registry, interval=build_interval, batch=2 * rt.settings.embedding_batch_size)
+        builder = ProfileBuilder(rt.pool, registry, interval=build_interval, batch=2 * settings.embedding_batch_size)
         rt.state["builder"] = builder
         builder.start()
 
@@ -45,7 +47,7 @@ async def adopt_desired_profile(rt: Runtime) -> None:
     A profile that exists in standby (one we switched away from) is not switched back to automatically: during a
     rolling update an old replica would otherwise undo the switch. `memento-embedder profiles switch ID` does it.
     """
-    spec = profiles.desired_spec(rt.settings)
+    spec = profiles.desired_spec(settings_of(rt))
     async with rt.pool.acquire() as conn, conn.transaction():
         await set_system(conn)
         row = await profiles.get(conn, spec.id)

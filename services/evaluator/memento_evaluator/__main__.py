@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from memento_evaluator import service
 from memento_evaluator.handlers import HANDLERS
+from memento_evaluator.settings import EvaluatorSettings
 from memento_shared import eventloop
-from memento_shared.settings import Settings
 from memento_shared.worker import run_worker
 
 
 def main() -> None:
-    settings = Settings()
+    settings = EvaluatorSettings()
     eventloop.run(
         run_worker(
             "evaluator",

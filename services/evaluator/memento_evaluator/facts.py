@@ -11,17 +11,17 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from memento_evaluator.settings import EvaluatorSettings
 from memento_shared.db.rls import system_transaction
 from memento_shared.llm import LLM, from_settings
-from memento_shared.settings import Settings
 from memento_shared.text import facts as text_facts
-from memento_shared.text.annotate import with_fact_stems
+from memento_shared.text.stems import with_fact_stems
 from memento_shared.worker import ProviderLimiter, Runtime
 
 log = logging.getLogger(__name__)
 
 # no updated_at bump: the facts are derived, and the evaluation (verified_at >= updated_at) must stay current. The
-# expansion gains the facts' stems (text.annotate.with_fact_stems), so the full-text index finds them by a stem too
+# expansion gains the facts' stems (text.stems.with_fact_stems), so the full-text index finds them by a stem too
 _WRITE_SQL = "UPDATE agent_memory.fragments SET facts = $2, expansion = $4 WHERE id = $1 AND content_hash = $3"
 
 
@@ -33,7 +33,7 @@ class FactDrawer:
         self.limiter = limiter
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> FactDrawer | None:
+    def from_settings(cls, settings: EvaluatorSettings) -> FactDrawer | None:
         llm = from_settings(settings)
         if llm.model is None:
             return None

@@ -21,6 +21,7 @@ from typing import Any
 from memento_evaluator import facts
 from memento_evaluator.scorers import Fragment
 from memento_evaluator.scorers.offline import NOVELTY_PLAN, NOVELTY_SQL, NOVELTY_WINDOW
+from memento_evaluator.settings import settings_of
 from memento_shared.consolidation import utility_half_life_days
 from memento_shared.db.rls import system_transaction
 from memento_shared.telemetry.metrics import EVALUATIONS
@@ -68,7 +69,7 @@ async def evaluate_fragment(envelope: dict[str, Any], rt: Runtime) -> None:
     except Exception:
         EVALUATIONS.labels(scorer.name, "error").inc()
         raise
-    half_life = utility_half_life_days(rt.settings)
+    half_life = utility_half_life_days(settings_of(rt))
     async with rt.pool.acquire() as conn, system_transaction(conn):
         # only if the content is still the one scored; an amend of the content in between brings its own event
         status = await conn.execute(_WRITE_SQL, fragment_id, score.quality, row["content_hash"], half_life)

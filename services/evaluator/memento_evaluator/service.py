@@ -8,13 +8,14 @@ import logging
 
 from memento_evaluator.facts import FactDrawer
 from memento_evaluator.scorers.offline import OfflineScorer
+from memento_evaluator.settings import settings_of
 from memento_shared.worker import ProviderLimiter, Runtime
 
 log = logging.getLogger(__name__)
 
 
 async def setup(rt: Runtime) -> None:
-    settings = rt.settings
+    settings = settings_of(rt)
     if settings.gemini_api_key:
         from memento_evaluator.scorers.gemini import GeminiScorer
 

@@ -7,9 +7,9 @@ import logging
 import signal
 
 from memento_gateway.app import create_app
+from memento_gateway.settings import GatewaySettings
 from memento_shared import eventloop, heap
 from memento_shared.http import make_server
-from memento_shared.settings import Settings
 from memento_shared.telemetry.logging import setup_logging
 from memento_shared.telemetry.tracing import setup_tracing
 
@@ -17,7 +17,7 @@ log = logging.getLogger("memento_gateway")
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
-def bind_host(settings: Settings) -> str:
+def bind_host(settings: GatewaySettings) -> str:
     """Where to listen. No key means anyone who can reach the port reads and writes memory: loopback only,
     unless MEMENTO_ALLOW_UNAUTHENTICATED_BIND says otherwise in so many words."""
     host = settings.bind_host
@@ -33,7 +33,7 @@ def bind_host(settings: Settings) -> str:
     return "127.0.0.1"
 
 
-async def serve(settings: Settings) -> None:
+async def serve(settings: GatewaySettings) -> None:
     host = bind_host(settings)
     settings = settings.model_copy(update={"bind_host": host})
     details = {"host": host, "port": settings.port, "requires_key": bool(settings.memento_access_key)}
@@ -46,7 +46,7 @@ async def serve(settings: Settings) -> None:
 
 
 def main() -> None:
-    settings = Settings()
+    settings = GatewaySettings()
     setup_logging("gateway", settings.log_level)
     heap.observe_pauses()
     setup_tracing("memento-gateway", settings.otel_exporter_otlp_endpoint)

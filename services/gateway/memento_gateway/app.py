@@ -33,11 +33,11 @@ from memento_gateway.oauth.provider import MementoOAuthProvider
 from memento_gateway.oauth.signing import load_signer
 from memento_gateway.oauth.store import OAuthStore
 from memento_gateway.routes.health import health, livez
+from memento_gateway.settings import GatewaySettings
 from memento_gateway.transports import legacy_sse, streamable_http
 from memento_gateway.upstream import Upstream
 from memento_shared import redis_client
 from memento_shared.http import RequestMetrics
-from memento_shared.settings import Settings
 from memento_shared.telemetry.metrics import metrics_endpoint
 
 log = logging.getLogger(__name__)
@@ -58,7 +58,7 @@ async def redis_unavailable(request: Request, exc: Exception) -> JSONResponse:
     return JSONResponse(body, status_code=503, headers={"Retry-After": str(REDIS_DOWN_RETRY_AFTER_S)})
 
 
-def client_documents(settings: Settings, redis: Any) -> ClientDocuments | None:
+def client_documents(settings: GatewaySettings, redis: Any) -> ClientDocuments | None:
     """OAuth clients named by a metadata document URL, unless MEMENTO_OAUTH_CIMD=false."""
     if not settings.oauth_cimd_enabled:
         return None
@@ -70,7 +70,7 @@ def client_documents(settings: Settings, redis: Any) -> ClientDocuments | None:
     )
 
 
-def create_app(settings: Settings) -> Starlette:
+def create_app(settings: GatewaySettings) -> Starlette:
     if not settings.internal_secret:
         raise RuntimeError("MEMENTO_INTERNAL_SECRET is not set: the gateway cannot sign principals for memory-api")
     edge = edge_from(settings)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from memento_shared.settings import Settings
+from memento_gateway.settings import GatewaySettings
 
 LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "[::1]", "::1")
 
@@ -38,7 +38,7 @@ def _split(value: str) -> tuple[str, ...]:
     return tuple(v.strip() for v in value.split(",") if v.strip())
 
 
-def edge_from(settings: Settings) -> Edge:
+def edge_from(settings: GatewaySettings) -> Edge:
     public = settings.public_url.strip().rstrip("/") or f"http://{_connect_host(settings.bind_host)}:{settings.port}"
     return Edge(
         public_url=public,

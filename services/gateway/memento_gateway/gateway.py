@@ -16,13 +16,13 @@ from memento_gateway.mcp.inflight import InFlight
 from memento_gateway.mcp.sessions import SessionStore
 from memento_gateway.mcp.subscriptions import Subscriptions
 from memento_gateway.oauth.provider import MementoOAuthProvider
+from memento_gateway.settings import GatewaySettings
 from memento_gateway.upstream import Upstream
-from memento_shared.settings import Settings
 
 
 @dataclass
 class Gateway:
-    settings: Settings
+    settings: GatewaySettings
     edge: Edge
     redis: Redis
     sessions: SessionStore

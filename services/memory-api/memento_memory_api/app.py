@@ -22,6 +22,7 @@ from memento_memory_api.recall.l1 import L1Keeper
 from memento_memory_api.recall.vector import PartitionVerdicts
 from memento_memory_api.routes import console, health, keys, prompts, resources, tasks
 from memento_memory_api.routes import tools as tool_routes
+from memento_memory_api.settings import MemoryApiSettings
 from memento_memory_api.tasks import TaskRunner
 from memento_memory_api.uow import UnitOfWorkFactory
 from memento_shared import background, redis_client
@@ -30,7 +31,6 @@ from memento_shared.consolidation import utility_half_life_days
 from memento_shared.db.pool import assert_not_privileged, create_pool
 from memento_shared.events import PROFILE_CHANNEL
 from memento_shared.http import RequestMetrics
-from memento_shared.settings import Settings
 from memento_shared.worker import background_state_redis, close_state_redis, create_queue_pool
 
 log = logging.getLogger(__name__)
@@ -119,7 +119,7 @@ async def shutdown(state: Any) -> None:
         state.pool.terminate()  # a connection was never given back: close them all without waiting
 
 
-def request_redis(settings: Settings) -> Redis:
+def request_redis(settings: MemoryApiSettings) -> Redis:
     """The state Redis (REDIS_URL, maybe a cluster) for the work on a request's path (L1, working memory): one that
     stops answering costs a call at most REDIS_TIMEOUT_SECONDS before it goes on without (L1 skipped, §9.1), never a
     hang. Acknowledged writes wait for REDIS_WAIT_REPLICAS replicas."""
@@ -131,7 +131,7 @@ def request_redis(settings: Settings) -> Redis:
     )
 
 
-def create_app(settings: Settings) -> FastAPI:
+def create_app(settings: MemoryApiSettings) -> FastAPI:
     if not settings.internal_secret:
         raise RuntimeError("MEMENTO_INTERNAL_SECRET is not set: memory-api cannot verify the gateway's principal")
 

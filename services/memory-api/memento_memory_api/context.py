@@ -8,10 +8,10 @@ from typing import Any
 from redis.asyncio import Redis
 
 from memento_memory_api.embedding_client import EmbeddingClient
+from memento_memory_api.settings import MemoryApiSettings
 from memento_memory_api.uow import Scope, UnitOfWorkFactory
 from memento_shared import l1 as l1_layout
 from memento_shared.principal import Principal
-from memento_shared.settings import Settings
 
 
 @dataclass(frozen=True)
@@ -29,7 +29,7 @@ class ToolContext:
     redis: Redis | None
     embedder: EmbeddingClient
     profile: Profile
-    settings: Settings
+    settings: MemoryApiSettings
     queue: Any = None  # arq pool: on-demand jobs (memory_consolidate)
     access: Any = None  # AccessRecorder: access counts, flushed off the request path
     partition_verdicts: Any = None  # recall.vector.PartitionVerdicts: partitions not worth counting again

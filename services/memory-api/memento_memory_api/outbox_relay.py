@@ -23,13 +23,13 @@ from opentelemetry import trace
 from redis.exceptions import ResponseError
 
 from memento_memory_api import change_notices
+from memento_memory_api.settings import MemoryApiSettings
 from memento_shared import background
 from memento_shared.db import dead_letters, outbox
 from memento_shared.db.outbox import CHANNEL, backlog, claim_batch
 from memento_shared.db.rls import system_transaction
 from memento_shared.enqueue import JobSpec, add_jobs
 from memento_shared.events import CONSUMERS, envelope, job_id, queue_key
-from memento_shared.settings import Settings
 from memento_shared.telemetry.metrics import DEAD_LETTERS_OPEN, OUTBOX_BACKLOG, OUTBOX_RELAYED
 from memento_shared.telemetry.tracing import current_traceparent, extract_context
 
@@ -142,9 +142,9 @@ class Relay:
         dsn: str,
         poll_interval: float | None = None,
         *,
-        settings: Settings | None = None,
+        settings: MemoryApiSettings | None = None,
     ) -> None:
-        settings = settings or Settings()
+        settings = settings or MemoryApiSettings()
         self.pool = pool
         self.queue = queue
         self.dsn = dsn

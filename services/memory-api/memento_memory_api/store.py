@@ -11,11 +11,11 @@ from typing import Any, cast
 from memento_memory_api.context import ToolContext
 from memento_memory_api.recall import l1
 from memento_memory_api.repositories import fragments as repo
+from memento_memory_api.text.annotate import annotate
 from memento_memory_api.uow import UnitOfWork
 from memento_shared import l1 as l1_layout
 from memento_shared.domain.fragments import content_hash, infer_ttl, new_fragment_id
 from memento_shared.errors import not_found
-from memento_shared.text.annotate import annotate
 from memento_shared.text.tokenizer import count_tokens
 
 SUPERSEDED_IMPORTANCE_FACTOR = 0.5

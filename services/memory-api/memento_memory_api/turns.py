@@ -9,9 +9,9 @@ import secrets
 import time
 from typing import Any
 
+from memento_memory_api.settings import MemoryApiSettings
 from memento_shared.errors import invalid
 from memento_shared.sessions import text_of
-from memento_shared.settings import Settings
 from memento_shared.text.tokenizer import count_tokens
 from memento_shared.tools.lifecycle import ConversationWindow, ResponseItem
 
@@ -60,7 +60,7 @@ def message(role: str, text: str) -> dict[str, Any]:
     return {"type": "message", "role": role, "content": [{"type": part, "text": text}]}
 
 
-def check_limits(field: str, items: list[ResponseItem] | None, settings: Settings) -> None:
+def check_limits(field: str, items: list[ResponseItem] | None, settings: MemoryApiSettings) -> None:
     """Seed §8: at most MEMORY_MAX_ITEMS items per array and MEMORY_MAX_PART_CHARS characters in any text of an item
     (a content part, a tool call's arguments or output, any other field); each refused naming the field
     (INVALID_ARGUMENT in this dialect)."""

@@ -15,7 +15,7 @@ from urllib.parse import unquote, urlsplit
 
 import asyncpg
 
-from memento_shared.settings import Settings, redact_dsn
+from memento_shared.settings import DatabaseSettings, redact_dsn
 
 MIGRATION_LOCK = 0x4D454D454E544F  # advisory lock id ("MEMENTO"): concurrent migrate runs queue up
 _NAME = re.compile(r"^(\d{4})_[a-z0-9_]+\.sql$")
@@ -113,7 +113,7 @@ def _literal(value: str) -> str:
     return "'" + value.replace("'", "''") + "'"
 
 
-async def migrate(settings: Settings) -> list[str]:
+async def migrate(settings: DatabaseSettings) -> list[str]:
     conn = await asyncpg.connect(settings.migration_database_url)
     try:
         applied = await apply_migrations(conn)
@@ -132,7 +132,7 @@ async def migrate(settings: Settings) -> list[str]:
 
 
 def main() -> None:
-    settings = Settings()
+    settings = DatabaseSettings()
     try:
         applied = asyncio.run(migrate(settings))
     except (OSError, asyncpg.PostgresError, ValueError) as exc:

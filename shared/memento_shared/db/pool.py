@@ -7,7 +7,7 @@ import json
 import asyncpg
 from pgvector.asyncpg import register_vector
 
-from memento_shared.settings import Settings
+from memento_shared.settings import DatabaseSettings
 
 
 async def _init_connection(conn: asyncpg.Connection) -> None:
@@ -20,7 +20,7 @@ async def _keep_session(conn: asyncpg.Connection) -> None:
 
 
 async def create_pool(
-    settings: Settings,
+    settings: DatabaseSettings,
     service: str,
     *,
     min_size: int = 1,

@@ -17,9 +17,12 @@ from functools import lru_cache
 
 import Stemmer
 
-from memento_shared.text.keywords import KO_PARTICLES
+from memento_shared.text.keywords import KO_PARTICLES, STOPWORDS
 
-__all__ = ["stem", "new_stems"]
+__all__ = ["stem", "new_stems", "content_stems", "with_fact_stems"]
+
+MAX_STEMS = 80
+_CONTENT_WORD = re.compile(r"[0-9a-z가-힣_]+")  # a word as recall's lexical side splits it (recall.relevance.words)
 
 _ENGLISH = Stemmer.Stemmer("english")
 _HANGUL = re.compile(r"[가-힣]")
@@ -52,3 +55,18 @@ def new_stems(words: list[str], limit: int) -> list[str]:
             if len(out) >= limit:
                 break
     return list(out)
+
+
+def with_fact_stems(expansion: str | None, facts: str | None) -> str | None:
+    """`expansion` and then the stems of `facts`' words (an LLM's facts, fragments.facts) that neither the facts'
+    words nor the expansion already spell: the full-text index finds a fact's "camping" by a question's "camped" as
+    it finds the content's (issue 53)."""
+    listed = set((expansion or "").split())
+    extra = [s for s in content_stems(facts or "") if s not in listed]
+    return " ".join([expansion or "", *extra]).strip() or None
+
+
+def content_stems(content: str) -> list[str]:
+    """The stems of `content`'s words (stopwords left out) that none of its words already is, at most MAX_STEMS."""
+    found = [w for w in _CONTENT_WORD.findall(content.lower()) if len(w) > 1 and w not in STOPWORDS]
+    return new_stems(found, MAX_STEMS)

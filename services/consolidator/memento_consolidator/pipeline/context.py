@@ -17,17 +17,17 @@ from typing import Any
 import asyncpg
 from arq.connections import ArqRedis
 
+from memento_consolidator.settings import ConsolidatorSettings
 from memento_shared.db.clashes import retrying_clashes
 from memento_shared.db.cursor import fetch_batches
 from memento_shared.db.rls import set_principal
-from memento_shared.settings import Settings
 
 
 @dataclass
 class StageContext:
     pool: asyncpg.Pool
     redis: ArqRedis | None
-    settings: Settings
+    settings: ConsolidatorSettings
     config: dict[str, Any]  # memento_shared.consolidation.lifecycle(settings)
     tenant_id: str
     workspace: str

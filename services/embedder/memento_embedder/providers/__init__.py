@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from memento_embedder.providers.base import Provider, ProviderError
-from memento_shared.settings import Settings
+from memento_embedder.settings import EmbedderSettings
 
 PROVIDERS = ("offline", "openai", "openai_compat", "voyage", "jina")
 
 
-def build_provider(provider: str, model: str, dimension: int, base_url: str | None, settings: Settings) -> Provider:
+def build_provider(
+    provider: str, model: str, dimension: int, base_url: str | None, settings: EmbedderSettings
+) -> Provider:
     timeout = settings.embedding_timeout_s
     if provider == "offline":
         from memento_embedder.providers.offline import OfflineProvider

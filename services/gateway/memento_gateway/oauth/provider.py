@@ -34,8 +34,8 @@ from memento_gateway.edge import LOOPBACK_HOSTS, Edge
 from memento_gateway.oauth.cimd import ClientDocuments, Refused, is_document_id
 from memento_gateway.oauth.signing import Signer
 from memento_gateway.oauth.store import CODE_TTL_S, OAuthStore
+from memento_gateway.settings import GatewaySettings
 from memento_shared.principal import Principal
-from memento_shared.settings import Settings
 
 BLOCKED_REDIRECT_SCHEMES = {"javascript", "data", "file", "vbscript", "about"}
 
@@ -60,7 +60,7 @@ def same_resource(requested: str, edge: Edge) -> bool:
 
 
 class MementoOAuthProvider:
-    def __init__(self, edge: Edge, settings: Settings) -> None:
+    def __init__(self, edge: Edge, settings: GatewaySettings) -> None:
         self.edge = edge
         self.access_ttl = settings.oauth_access_token_s
         self.store: OAuthStore

@@ -19,7 +19,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from jose import jwk, jwt
 
-from memento_shared.settings import Settings
+from memento_gateway.settings import GatewaySettings
 
 log = logging.getLogger(__name__)
 ALGORITHM = "ES256"
@@ -69,7 +69,7 @@ def _kept_in(path: Path) -> str:
     return path.read_text()
 
 
-def load_signer(settings: Settings) -> Signer:
+def load_signer(settings: GatewaySettings) -> Signer:
     if settings.oauth_signing_key.strip():
         return Signer(settings.oauth_signing_key.strip())
     path = Path(settings.data_dir).expanduser() / "oauth" / "signing-key.pem"

@@ -139,9 +139,9 @@ def _resolve(stack: ExitStack, *, create: bool) -> Target:
 
 
 def _external() -> Target:
-    from memento_shared.settings import Settings, redact_dsn
+    from memento_shared.settings import OperatorSettings, redact_dsn
 
-    settings = Settings()
+    settings = OperatorSettings()
     redis = settings.redis_url if (os.environ.get("REDIS_URL") or os.environ.get("REDIS_HOST")) else None
     service = settings.database_url if settings.migration_database_url != settings.database_url else None
     return Target(settings.migration_database_url, service, redis, redact_dsn(settings.migration_database_url), False)
@@ -489,11 +489,11 @@ async def _after_restore(target: Target) -> list[str]:
     LEAKPROOF flags (not part of a dump), fresh planner statistics, the services' connections renewed (their
     cached statements and types belong to the replaced schema) and L1 marked stale."""
     from memento_shared.db.migrate import migrate, migration_files
-    from memento_shared.settings import Settings
+    from memento_shared.settings import DatabaseSettings
 
     values = {"MIGRATION_DATABASE_URL": target.owner_dsn, "DATABASE_URL": target.service_dsn or target.owner_dsn}
     try:
-        applied = await migrate(Settings(**values))
+        applied = await migrate(DatabaseSettings(**values))
     except ValueError as exc:
         raise BackupError(f"restored, but the migrations failed: {exc}") from None
     conn = await _connect(target.owner_dsn)

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 import asyncpg
 
 from memento_memory_api.cli import backup
+from memento_memory_api.settings import MemoryApiSettings
 from memento_shared.db.pool import assert_not_privileged, create_pool
-from memento_shared.settings import Settings
 
 NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 
@@ -43,7 +43,7 @@ def checked_name(value: str, field: str) -> str:
 
 @dataclass
 class System:
-    settings: Settings  # DATABASE_URL is the service role's
+    settings: MemoryApiSettings  # DATABASE_URL is the service role's
     redis_url: str | None
     where: str
 
@@ -63,7 +63,7 @@ def located(*, create: bool = False) -> Iterator[System]:
         embedder = _running_embedder() if target.embedded else None
         if embedder:
             values["EMBEDDER_URL"] = embedder
-        settings = Settings(**values) if target.embedded else Settings()
+        settings = MemoryApiSettings(**values) if target.embedded else MemoryApiSettings()
         if target.embedded and create:
             import asyncio
 

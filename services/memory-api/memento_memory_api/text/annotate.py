@@ -7,7 +7,7 @@
   otherwise the MCP session: thread "session:<id>", place = microseconds since the epoch of written_at; else none.
 - event_said: the text's own dated header ("Caroline (1:56 pm on 8 May, 2023): ...", "[2023-05-08] ...",
   "2023년 5월 8일: ...") with its time of day if it gives one, else written_at. It is the anchor for the body's dates.
-- event_from, event_to: the union of the body's date mentions (memento_shared.text.dates), resolved against
+- event_from, event_to: the union of the body's date mentions (memento_memory_api.text.dates), resolved against
   event_said; None when the body names no time. The header's own date is not an event.
 - expansion: words searched beside the content at the lowest weight: the speaker, the header date and the event range
   spelled out ("may 2023 2023-05-07 sunday"), the names, then keyphrases; lower case, deduplicated, at most 40 words
@@ -25,16 +25,14 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from functools import lru_cache
 
-from memento_shared.text.dates import TimeRange, mentions
-from memento_shared.text.entities import extract, question_names, split_header
+from memento_memory_api.text.dates import TimeRange, mentions
+from memento_memory_api.text.entities import extract, question_names, split_header
 from memento_shared.text.keywords import STOPWORDS
-from memento_shared.text.stems import new_stems
+from memento_shared.text.stems import content_stems
 
-__all__ = ["Annotation", "annotate", "query_expansion", "spell", "with_fact_stems"]
+__all__ = ["Annotation", "annotate", "query_expansion", "spell"]
 
 MAX_EXPANSION_WORDS = 40
-MAX_STEMS = 80
-_CONTENT_WORD = re.compile(r"[0-9a-z가-힣_]+")  # a word as recall's lexical side splits it (recall.relevance.words)
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MICROSECOND = timedelta(microseconds=1)
 _MONTH_NAMES = "january february march april may june july august september october november december".split()
@@ -213,21 +211,6 @@ def annotate(
 def _with_stems(expansion: str, content: str) -> str:
     listed = set(expansion.split())
     return " ".join([expansion, *(s for s in content_stems(content) if s not in listed)]).strip()
-
-
-def with_fact_stems(expansion: str | None, facts: str | None) -> str | None:
-    """`expansion` and then the stems of `facts`' words (an LLM's facts, fragments.facts) that neither the facts'
-    words nor the expansion already spell: the full-text index finds a fact's "camping" by a question's "camped" as
-    it finds the content's (issue 53)."""
-    listed = set((expansion or "").split())
-    extra = [s for s in content_stems(facts or "") if s not in listed]
-    return " ".join([expansion or "", *extra]).strip() or None
-
-
-def content_stems(content: str) -> list[str]:
-    """The stems of `content`'s words (stopwords left out) that none of its words already is, at most MAX_STEMS."""
-    found = [w for w in _CONTENT_WORD.findall(content.lower()) if len(w) > 1 and w not in STOPWORDS]
-    return new_stems(found, MAX_STEMS)
 
 
 def query_expansion(question: str, now: datetime) -> str:
