@@ -29,6 +29,18 @@ return 1
 """
 
 
+def wake_channel(queue: str) -> str:
+    """The channel an idle worker of `queue` waits on: add_jobs publishes to it, so a worker with nothing to do polls
+    rarely (memento_shared.worker) and still starts a job the moment it is enqueued."""
+    return f"{queue}:wake"
+
+
+async def wake(queue: ArqRedis, queue_name: str) -> None:
+    """Wake `queue_name`'s idle workers after a job enqueued with arq's own enqueue_job (add_jobs wakes them itself);
+    without it the job starts within the workers' idle wait (memento_shared.worker.IDLE_WAIT_S)."""
+    await queue.publish(wake_channel(queue_name), b"1")
+
+
 @dataclass(frozen=True)
 class JobSpec:
     function: str
@@ -38,7 +50,8 @@ class JobSpec:
 
 
 def add_jobs(pipe: Any, queue: ArqRedis, jobs: list[JobSpec]) -> None:
-    """Queue the enqueue commands on `pipe` (a non-transactional pipeline of `queue`); each answers 1 or 0. Each job
+    """Queue the enqueue commands on `pipe` (a non-transactional pipeline of `queue`); each answers 1 or 0, then one
+    wake per queue (wake_channel) answers the number of workers it woke. Each job
     key expires after `queue.expires_extra_ms` (set from WORKER_JOB_EXPIRY_SECONDS by `create_queue_pool`)."""
     now = timestamp_ms()
     for job in jobs:
@@ -54,3 +67,5 @@ def add_jobs(pipe: Any, queue: ArqRedis, jobs: list[JobSpec]) -> None:
             job.job_id,
             now,
         )
+    for name in sorted({job.queue for job in jobs}):  # after the jobs: a worker woken finds them queued
+        pipe.publish(wake_channel(name), b"1")

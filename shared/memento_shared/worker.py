@@ -24,7 +24,7 @@ import signal
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import UTC
+from datetime import UTC, datetime
 from typing import Any
 
 import asyncpg
@@ -45,6 +45,7 @@ from memento_shared import heap, redis_client
 from memento_shared.db import dead_letters
 from memento_shared.db.pool import create_pool
 from memento_shared.db.rls import set_system
+from memento_shared.enqueue import wake_channel
 from memento_shared.events import queue_key
 from memento_shared.http import RequestMetrics, make_server
 from memento_shared.settings import QueueSettings, RedisSettings, WorkerSettings
@@ -63,6 +64,9 @@ log = logging.getLogger(__name__)
 # arq's own try counter only protects against a job that can never be dead-lettered (Postgres away for days);
 # handle_event decides when a job is out of tries.
 ARQ_MAX_TRIES = 10_000
+# an idle worker's longest wait between poll rounds when no wake comes (memento_shared.enqueue.wake_channel): a job
+# deferred for later (a retry) or enqueued without a wake starts within it; cron runs are scheduled ahead of it
+IDLE_WAIT_S = 2.0
 
 
 def job_serializer(obj: Any) -> bytes:
@@ -294,8 +298,9 @@ return score
 
 
 class _Worker(Worker):
-    """arq's Worker with a short, renewed lease on running jobs, a one-round-trip claim, and a heartbeat timestamp
-    for /livez."""
+    """arq's Worker with a short, renewed lease on running jobs, a one-round-trip claim, a heartbeat timestamp for
+    /livez, and an idle loop that waits for a wake (memento_shared.enqueue.wake_channel) instead of polling twenty
+    times a second: three idle workers polling that often were most of an idle system's CPU (issue 50)."""
 
     def __init__(self, *args: Any, lease_s: float, liveness_window_s: float, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -303,6 +308,35 @@ class _Worker(Worker):
         self.in_progress_timeout_s = lease_s
         self.liveness_window_s = liveness_window_s
         self.last_beat = time.monotonic()
+        self._wake = asyncio.Event()
+        self._found = 0  # jobs the last poll round saw due
+
+    async def _poll_iteration(self) -> None:
+        """arq's poll round; then, when it found nothing and nothing runs, a wait of at most IDLE_WAIT_S for a wake. The
+        event is cleared before the round reads the queue, so a job enqueued during the round ends the wait at once."""
+        self._wake.clear()
+        self._found = 0
+        await super()._poll_iteration()
+        if self._found == 0 and self.running_jobs() == 0 and self.allow_pick_jobs:
+            with contextlib.suppress(TimeoutError):  # well inside /livez's window, which each round's beat renews
+                async with asyncio.timeout(min(IDLE_WAIT_S, self.liveness_window_s / 3)):
+                    await self._wake.wait()
+
+    async def listen_for_wakes(self) -> None:
+        """Sets the wake event at each publish to this queue's wake channel; subscribes again after a Redis error
+        (meanwhile the idle wait's bound keeps jobs starting within IDLE_WAIT_S)."""
+        failures = 0
+        while True:
+            try:
+                async with self.pool.pubsub() as pubsub:
+                    await pubsub.subscribe(wake_channel(self.queue_name))
+                    failures = 0
+                    async for message in pubsub.listen():
+                        if message["type"] == "message":
+                            self._wake.set()
+            except RedisError:  # the queue's socket timeout on a quiet channel too: subscribe again
+                failures = min(failures + 1, 6)
+                await asyncio.sleep(0.1 * 2**failures)
 
     def running_jobs(self) -> int:
         return sum(1 for task in list(self.tasks.values()) if not task.done())
@@ -310,12 +344,17 @@ class _Worker(Worker):
     async def heart_beat(self) -> None:
         # arq's semaphore holds max_jobs + 1 permits, so a poll round never waits for a free slot: the heartbeat keeps
         # beating while every slot runs a long job (tests/workers/test_liveness.py)
-        await super().heart_beat()
+        await self.record_health()
+        # arq's own heartbeat schedules the cron runs due within the next second (two windows of its poll delay,
+        # clamped to 0.5 s); an idle round may wait IDLE_WAIT_S, so it looks twice that far ahead (each run is
+        # enqueued for its exact time, once: cron jobs are unique)
+        await self.run_cron(datetime.now(tz=self.timezone), max(IDLE_WAIT_S, 0.5))
         self.last_beat = time.monotonic()
 
     async def start_jobs(self, job_ids: list[bytes]) -> None:
         """arq's start_jobs, with its claim of each job (WATCH, EXISTS, ZSCORE, MULTI/EXEC: four round trips) as one
         script doing the same checks (not running elsewhere, still queued, due) and setting the same lease."""
+        self._found = len(job_ids)
         for job_id_b in job_ids:
             await self.sem.acquire()
             if self.job_counter >= self.max_jobs:
@@ -504,6 +543,7 @@ class WorkerHost:
         with suppress_instrumentation():
             self._main = asyncio.create_task(self._run_loop())
             self._renewal = asyncio.create_task(self.worker.renew_leases())
+            self._wakes = asyncio.create_task(self.worker.listen_for_wakes())
         self.worker.main_task = self._main  # arq's handle_sig cancels main_task
         self._server = asyncio.create_task(self.server.serve()) if self.server else None
         self._tasks = [t for t in (self._main, self._renewal, self._server) if t]
@@ -548,6 +588,8 @@ class WorkerHost:
         self.worker.handle_sig(signal.SIGTERM)
         await asyncio.gather(*self.worker.tasks.values(), return_exceptions=True)
         self._renewal.cancel()
+        self._wakes.cancel()
+        await asyncio.gather(self._wakes, return_exceptions=True)
         if self.server:
             self.server.should_exit = True
         await asyncio.gather(*self._tasks, return_exceptions=True)

@@ -359,14 +359,43 @@ async def test_heuristic_fact_extraction_through_the_responses_api_and_its_fallb
         )
         async with memory_api_on(settings) as api:
             await turn(api, tenant, "so, billing is on the new database now", "great", session="h")
+            await api.app.state.after_ack.idle()  # the model reads the turn after the answer
             server.fail_always(500)
             await turn(api, tenant, "We decided to freeze deploys on Fridays.", "ok", session="h", turn_id="t-2")
     facts = {
         r["content"]
         for r in await owner_pool.fetch("SELECT content FROM agent_memory.fragments WHERE tenant_id = $1", tenant)
     }
+    # the model's fact replaced the first turn's offline one; the second turn's model failed: its offline fact stays
     assert facts == {"Billing moved to Postgres 18", "We decided to freeze deploys on Fridays."}
     assert server.requests[0].path == "/v1/responses" and server.requests[0].body["model"] == "m1"
+
+
+async def test_after_turn_answers_before_the_heuristics_model_and_its_facts_replace_the_offline_ones(
+    servers, tenant, owner_pool
+):
+    reply = '[{"content": "The flamingo proxy listens on port 8443", "type": "fact"}]'
+    with responses_server(reply) as server:
+        server.delay_s = 1.5  # a remote model's time: the turn's answer must not include it
+        settings = servers.settings(
+            MEMORY_HEURISTIC_ENABLED="true", MEMORY_HEURISTIC_BASE_URL=server.url, MEMORY_HEURISTIC_MODEL="m1"
+        )
+        async with memory_api_on(settings) as api:
+            started = time.perf_counter()
+            await turn(api, tenant, "The flamingo proxy listens on 8443 these days.", "noted", session="d")
+            answered = time.perf_counter() - started
+            # acknowledged with the offline fact, found at once by the next turn
+            found = await ok(api, "recall", {"keywords": ["flamingo"]}, tenant)
+            assert [f["content"] for f in found["fragments"]] == ["The flamingo proxy listens on 8443 these days."]
+            await api.app.state.after_ack.idle()
+            later = await ok(api, "recall", {"keywords": ["flamingo"]}, tenant)
+    assert answered < server.delay_s, answered
+    assert len(server.requests) == 1
+    assert [f["content"] for f in later["fragments"]] == ["The flamingo proxy listens on port 8443"]
+    rows = await owner_pool.fetch("SELECT content, source FROM agent_memory.fragments WHERE tenant_id = $1", tenant)
+    assert [(r["content"], r["source"]) for r in rows] == [
+        ("The flamingo proxy listens on port 8443", shared_sessions.FACT_TIERS[0])
+    ]
 
 
 async def test_older_items_that_match_the_question_come_back_beyond_the_recent_window(servers, tenant):

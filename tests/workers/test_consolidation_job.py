@@ -80,6 +80,9 @@ async def test_runs_of_one_tenant_never_overlap(wenv, tenant):
                 busy = await queue.enqueue_job(JOB_NAME, tenant, "default", _queue_name=queue_key("consolidator"))
                 with pytest.raises(Exception, match=f"a consolidation of tenant {tenant} is running"):
                     await busy.result(timeout=30)
+        # the second of two runs waits for the first: a wait long enough for a run on a loaded machine (at 0.3 s the
+        # second gave up while the first still ran, whenever the suite shared the cores)
+        async with consolidator(wenv.settings(CONSOLIDATION_LOCK_TIMEOUT_SECONDS="30")):
             both = [
                 await queue.enqueue_job(JOB_NAME, tenant, "default", _queue_name=queue_key("consolidator"))
                 for _ in range(2)

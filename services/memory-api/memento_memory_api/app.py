@@ -14,6 +14,7 @@ from redis.asyncio import Redis
 
 from memento_memory_api import llm, tools  # noqa: F401  (tools: binds the handlers)
 from memento_memory_api.access import AccessRecorder
+from memento_memory_api.after_ack import AfterAck
 from memento_memory_api.context import Profile
 from memento_memory_api.embedding_client import EmbeddingClient
 from memento_memory_api.outbox_relay import Relay
@@ -103,6 +104,7 @@ async def shutdown(state: Any) -> None:
     await _bounded("l1_keeper", state.l1_keeper.stop())
     await _bounded("access_flush", state.access.stop())
     await _bounded("fresh_write_back", state.write_back.stop())
+    await _bounded("after_ack", state.after_ack.stop())
     await _bounded("embedder_client", state.embedder.aclose())
     await _bounded("llm", state.llm.aclose())
     if state.heuristic is not None:
@@ -153,6 +155,7 @@ def create_app(settings: MemoryApiSettings) -> FastAPI:
         state.access = AccessRecorder(state.pool, utility_half_life_days(settings))
         state.partition_verdicts = PartitionVerdicts()
         state.write_back = VectorWriteBack(state.pool)
+        state.after_ack = AfterAck()
         state.access.start()
         # the state Redis for background work (tasks' records, L1's rebuild) with the queue's timeouts, not
         # REDIS_TIMEOUT_SECONDS: the gateway reads tasks there, whichever Redis holds the queues

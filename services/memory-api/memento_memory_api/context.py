@@ -38,6 +38,7 @@ class ToolContext:
     progress_id: str | None = None  # memento_shared.progress channel the gateway reads, when the client wants progress
     llm: Any = None  # memento_memory_api.llm.LLM: seed 003's summaries, distillation and crystals when configured
     heuristic: Any = None  # memento_memory_api.llm.LLM: seed 004's fact extraction, when its heuristic is enabled
+    after_ack: Any = None  # memento_memory_api.after_ack.AfterAck: work done once the call is acknowledged
 
     def l1_write_failed(self) -> None:
         if self.l1 is not None:

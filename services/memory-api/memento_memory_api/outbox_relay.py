@@ -41,6 +41,9 @@ FENCE_KEY = "memento:relay:fence"
 # failover may bring a server that can
 DURABILITY_RECHECK_S = 60.0
 GAUGE_INTERVAL_S = 5.0  # backlog and dead-letter gauges: two queries, not worth running after every event
+# while its listener is connected a commit's NOTIFY wakes the relay, and the poll only covers a listener that died
+# unnoticed (and keeps the gauges current): a round a second was a fifth of an idle memory-api's CPU (issue 50)
+LISTENING_POLL_S = GAUGE_INTERVAL_S
 PRUNE_INTERVAL_S = 600.0  # deleting old published events: a chore of its own task, never in the way of delivery
 PRUNE_BATCH = 5000
 
@@ -208,7 +211,7 @@ class Relay:
                 if moved == self.batch_size:
                     continue  # a full batch: there may be more right now. Otherwise a NOTIFY wakes us.
                 try:
-                    async with asyncio.timeout(self.poll_interval):
+                    async with asyncio.timeout(self._idle_wait(next_durability_check)):
                         await self.wake.wait()
                 except TimeoutError:
                     continue
@@ -217,6 +220,15 @@ class Relay:
                 await asyncio.sleep(self.gather)
         finally:
             self.running = False
+
+    def _idle_wait(self, next_durability_check: float) -> float:
+        """How long a round with nothing more to move waits for a NOTIFY: poll_interval without a listener, longer with
+        one, never past the next check of Redis's durability the relay owes."""
+        listening = self._listener is not None and not self._listener.is_closed()
+        wait = max(self.poll_interval, LISTENING_POLL_S) if listening else self.poll_interval
+        if self.wants_durable and not self.durable:
+            wait = min(wait, max(0.0, next_durability_check - time.monotonic()))
+        return wait
 
     async def prune(self) -> int:
         """Delete published events created more than OUTBOX_RETENTION_HOURS ago (created_at is the indexed column), a

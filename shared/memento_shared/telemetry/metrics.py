@@ -126,6 +126,12 @@ MEMORY_MAINTENANCE = Counter(
 )
 MEMORY_COMPACTION = Counter("mcp_memory_compaction_total", "Session events compacted into archives", registry=REGISTRY)
 MEMORY_FACT_WRITES = Counter("mcp_memory_fact_write_total", "Facts written by tier", ["tier"], registry=REGISTRY)
+AFTER_ACK_JOBS = Counter(
+    "memento_after_ack_jobs_total",
+    "Work done after a call was acknowledged, by kind and outcome",
+    ["kind", "status"],
+    registry=REGISTRY,
+)
 MEMORY_IDEMPOTENCY_CONFLICTS = Counter(
     "mcp_memory_idempotency_conflicts_total", "Turn commits refused as a duplicate in progress", registry=REGISTRY
 )

@@ -15,6 +15,7 @@ import uuid
 from typing import Any
 
 from memento_consolidator.pipeline.context import StageContext
+from memento_shared.enqueue import wake
 from memento_shared.events import envelope, job_id, queue_key
 
 BATCH = 64
@@ -44,6 +45,8 @@ async def run(ctx: StageContext) -> int:
         for start in range(0, len(rows), BATCH):
             await _enqueue(ctx, rows[start : start + BATCH])
         sent += len(rows)
+    if sent and ctx.queue is not None:
+        await wake(ctx.queue, queue_key("embedder"))
     return sent
 
 

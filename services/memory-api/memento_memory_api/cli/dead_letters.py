@@ -17,6 +17,7 @@ from typing import Any
 from memento_shared.db import dead_letters
 from memento_shared.db.pool import create_pool
 from memento_shared.db.rls import set_system
+from memento_shared.enqueue import wake
 from memento_shared.events import queue_key
 from memento_shared.settings import cli_settings
 from memento_shared.worker import create_queue_pool
@@ -109,6 +110,7 @@ async def _replay(args: argparse.Namespace) -> int:
                     _job_id=dead_letters.replay_job_id(row),
                     _queue_name=queue_key(row["queue"]),
                 )
+                await wake(queue, queue_key(row["queue"]))
             replayed.append(dead_letter_id)
     finally:
         await queue.aclose()

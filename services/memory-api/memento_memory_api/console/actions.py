@@ -12,6 +12,7 @@ from memento_memory_api.routes.tools import resolve_scope, tool_context
 from memento_memory_api.tools.registry import HANDLERS, Answer
 from memento_memory_api.uow import Scope
 from memento_shared.db import dead_letters
+from memento_shared.enqueue import wake
 from memento_shared.errors import ErrorCode, MementoError, invalid, not_found
 from memento_shared.events import queue_key
 from memento_shared.principal import Principal
@@ -89,4 +90,5 @@ async def _replay(state: Any, principal: Principal, form: dict[str, Any]) -> dic
             _job_id=dead_letters.replay_job_id(row),
             _queue_name=queue_key(row["queue"]),
         )
+        await wake(state.queue, queue_key(row["queue"]))
     return {"success": True, "replayed": int(given)}

@@ -86,6 +86,7 @@ def tool_context(state: Any, principal: Principal, scope: Scope, progress_id: st
         progress_id=progress_id,
         llm=state.llm,
         heuristic=state.heuristic,
+        after_ack=state.after_ack,
     )
 
 

@@ -11,6 +11,7 @@ from memento_memory_api.repositories import fragments as repo
 from memento_memory_api.tools.registry import handles
 from memento_shared.consolidation import JOB_NAME as CONSOLIDATE_JOB
 from memento_shared.consolidation import STAGES, progress_key
+from memento_shared.enqueue import wake
 from memento_shared.errors import ErrorCode, MementoError, not_found
 from memento_shared.events import queue_key
 from memento_shared.tools.fragments import GraphExploreArgs, NoArgs
@@ -87,6 +88,7 @@ async def memory_consolidate(ctx: ToolContext, args: NoArgs) -> dict[str, Any]:
         _queue_name=queue_key("consolidator"),
         _job_id=f"consolidate:{uuid.uuid4()}",
     )
+    await wake(ctx.queue, queue_key("consolidator"))
     try:
         result = await job.result(timeout=ctx.settings.consolidate_timeout_s, poll_delay=0.1)
     except TimeoutError:

@@ -17,7 +17,7 @@ from memento_memory_api.recall import engine
 from memento_memory_api.recall.lexical import terms
 from memento_memory_api.recall.question import last_message
 from memento_memory_api.repositories import fragments as repo
-from memento_memory_api.store import new_row, store_fragment
+from memento_memory_api.store import new_row, store_fragment, unindex_after_commit
 from memento_memory_api.tools.lifecycle import repository as sessions
 from memento_memory_api.tools.lifecycle.common import TIERS, busy, scoped
 from memento_memory_api.tools.registry import handles
@@ -159,28 +159,32 @@ async def memory_after_turn(ctx: ToolContext, args: AfterTurnArgs) -> dict[str, 
             MEMORY_IDEMPOTENCY_CONFLICTS.inc()
             raise busy(f"turn_id: turn {args.turn_id!r} is being committed by another call; retry")
         try:
-            indexed = await _commit(ctx, args, claim)
+            indexed, new_items, interim = await _commit(ctx, args, claim)
         except BaseException:
             async with ctx.uow(ctx.scope) as uow:  # give the claim back (only ours), so a retry can go at once
                 await sessions.release_turn(uow.conn, ctx.scope, args.session_id, args.turn_id, claim)
             raise
         status = "ok"
+        if new_items and _model_on(ctx):
+            _ask_the_model_later(ctx, args.session_id, new_items, interim)
         return {"ok": True, "indexed": indexed}
     finally:
         MEMORY_AFTER_TURN.labels(status).inc()
         MEMORY_AFTER_TURN_DURATION.observe((time.perf_counter() - started) * 1000)
 
 
-async def _commit(ctx: ToolContext, args: AfterTurnArgs, claim: str) -> bool:
-    """The turn's writes, once: its new items as events and the facts they state, under the session's lock, and only
-    while this call still holds the turn (a claim taken over as stale writes nothing). Returns whether every fact it
-    stored already has its vector (a new one never has)."""
+async def _commit(ctx: ToolContext, args: AfterTurnArgs, claim: str) -> tuple[bool, list[dict[str, Any]], set[str]]:
+    """The turn's writes, once: its new items as events and the facts the offline extractor finds in them, under the
+    session's lock, and only while this call still holds the turn (a claim taken over as stale writes nothing).
+    Returns whether every fact it stored already has its vector (a new one never has), the items the facts came
+    from, and the ids of the facts it created (a model asked after the answer replaces them)."""
     settings = ctx.settings
     items = turns.without_recall([turns.as_dict(i) for i in args.input_items])
     outputs = [turns.as_dict(i) for i in args.output_items]
-    async with ctx.uow(ctx.scope) as uow:  # what is new, to find its facts before the lock (a model may be asked)
+    async with ctx.uow(ctx.scope) as uow:  # what is new, to find its facts before the lock
         known = await _known_hashes(uow, ctx, args.session_id, len(items) + len(outputs))
-    candidates = await _facts(ctx, _delta(items, known) + outputs)
+    new_items = _delta(items, known) + outputs
+    candidates = _offline_facts(new_items)
     async with ctx.uow(ctx.scope) as uow:
         try:
             await shared_sessions.lock_session(uow.conn, ctx.scope, args.session_id, settings.memory_lock_timeout_s)
@@ -190,11 +194,11 @@ async def _commit(ctx: ToolContext, args: AfterTurnArgs, claim: str) -> bool:
             raise busy(f"turn_id: turn {args.turn_id!r} was taken over by another call; retry")
         known = await _known_hashes(uow, ctx, args.session_id, len(items) + len(outputs))
         await _store_events(uow, ctx, args, _delta(items, known) + outputs)
-        stored = await _store_facts(ctx, uow, candidates)
+        stored, created = await _store_facts(ctx, uow, candidates)
         indexed = stored <= await repo.indexed(uow.conn, ctx.scope, ctx.profile.id, sorted(stored))
         await sessions.touch_meta(uow.conn, ctx.scope, args.session_id, args.user_id)
         await sessions.finish_turn(uow.conn, ctx.scope, args.session_id, args.turn_id, claim)
-    return indexed
+    return indexed, new_items, created
 
 
 async def _known_hashes(uow: UnitOfWork, ctx: ToolContext, session_id: str, extra: int) -> set[str]:
@@ -233,25 +237,26 @@ def _masked(value: Any) -> Any:
     return value
 
 
-async def _facts(ctx: ToolContext, items: list[dict[str, Any]]) -> list[tuple[str, str]]:
-    """The facts a turn states, from what the user and the model said: the OpenAI Responses API when seed §9.3's
-    heuristic is enabled and answers, the offline extractor otherwise."""
-    said = "\n".join(turns.text_of(i) for i in items if i.get("role") == "user").strip()
-    answered = "\n".join(turns.text_of(i) for i in items if i.get("role") == "assistant").strip()
-    if not said and not answered:
-        return []
-    heuristic = ctx.heuristic
-    if heuristic is not None and heuristic.model is not None:
-        transcript = f"user: {said}\nassistant: {answered}"[:100_000]
-        prompt = distill.extract_prompt(transcript, [])
-        written = await heuristic.complete(
-            distill.EXTRACT_SYSTEM, prompt, ctx.settings.memory_heuristic_max_output_tokens
-        )
-        parsed = distill.parse_extracted(written) if written else None
-        if parsed is not None:
-            return parsed
-    # offline: every statement the user makes, and the assistant's decisions, instructions and plain facts (a
-    # sentence both said is one candidate)
+def _ask_the_model_later(ctx: ToolContext, session_id: str, items: list[dict[str, Any]], interim: set[str]) -> None:
+    """The heuristic's model reads the turn after the answer (issue 46: no model work on the request path that can
+    wait): the turn is acknowledged with its offline facts, which the model's replace when it answers."""
+
+    async def by_the_model() -> None:
+        await _replace_with_model_facts(ctx, session_id, items, interim)
+
+    if ctx.after_ack is not None:
+        ctx.after_ack.submit("turn_facts", by_the_model)
+
+
+def _model_on(ctx: ToolContext) -> bool:
+    """Seed §9.3's heuristic is enabled and has a model to ask."""
+    return ctx.heuristic is not None and ctx.heuristic.model is not None
+
+
+def _offline_facts(items: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    """The facts a turn states, found without a model: every statement the user makes, and the assistant's
+    decisions, instructions and plain facts (a sentence both said is one candidate)."""
+    said, answered = _texts(items)
     found = [*distill.candidates(said, "statements"), *distill.candidates(answered, "distill")]
     once: dict[str, tuple[str, str]] = {}
     for content, kind in found:
@@ -259,9 +264,56 @@ async def _facts(ctx: ToolContext, items: list[dict[str, Any]]) -> list[tuple[st
     return list(once.values())
 
 
-async def _store_facts(ctx: ToolContext, uow: UnitOfWork, candidates: list[tuple[str, str]]) -> set[str]:
+def _texts(items: list[dict[str, Any]]) -> tuple[str, str]:
+    """What the user said and what the assistant answered, each as one text."""
+    said = "\n".join(turns.text_of(i) for i in items if i.get("role") == "user").strip()
+    answered = "\n".join(turns.text_of(i) for i in items if i.get("role") == "assistant").strip()
+    return said, answered
+
+
+async def _model_facts(ctx: ToolContext, items: list[dict[str, Any]]) -> list[tuple[str, str]] | None:
+    """The facts the heuristic's model finds in a turn (the OpenAI Responses API), None when it does not answer."""
+    said, answered = _texts(items)
+    if not said and not answered:
+        return None
+    transcript = f"user: {said}\nassistant: {answered}"[:100_000]
+    prompt = distill.extract_prompt(transcript, [])
+    written = await ctx.heuristic.complete(
+        distill.EXTRACT_SYSTEM, prompt, ctx.settings.memory_heuristic_max_output_tokens
+    )
+    return distill.parse_extracted(written) if written else None
+
+
+async def _replace_with_model_facts(
+    ctx: ToolContext, session_id: str, items: list[dict[str, Any]], interim: set[str]
+) -> None:
+    """After the answer (memento_memory_api.after_ack): the model's facts for an acknowledged turn are stored as the
+    offline ones were, and the offline facts the turn created that the model did not state again are deleted, so the
+    tiers hold what the model found. A model that does not answer leaves the offline facts as the turn's facts; so
+    does a process that stops first (what the acknowledgement promised, the items and those facts, was committed)."""
+    found = await _model_facts(ctx, items)
+    if found is None:
+        return
+    async with ctx.uow(ctx.scope) as uow:
+        # a maintenance run or a commit holding the session past the timeout fails the job: the offline facts stay
+        await shared_sessions.lock_session(uow.conn, ctx.scope, session_id, ctx.settings.memory_lock_timeout_s)
+        stored, _ = await _store_facts(ctx, uow, found)
+        # still daily-tier facts (not said again by a later turn meanwhile), locked in id order as every writer does
+        rows = await uow.conn.fetch(
+            "SELECT id, agent_id, keywords FROM agent_memory.fragments WHERE id = ANY($1::text[]) AND source = $2"
+            " ORDER BY id FOR UPDATE",
+            sorted(interim - stored),
+            TIERS["l1"],
+        )
+        deleted = set(await repo.delete(uow.conn, [r["id"] for r in rows])) if rows else set()
+        unindex_after_commit(uow, ctx, [r for r in rows if r["id"] in deleted])
+
+
+async def _store_facts(
+    ctx: ToolContext, uow: UnitOfWork, candidates: list[tuple[str, str]]
+) -> tuple[set[str], set[str]]:
     """New facts go to the daily tier (L1); a fact stated again moves up to the weekly tier (L2); one already weekly
-    is left as it is (not rewritten). Returns the ids of the turn's facts, new and said again."""
+    is left as it is (not rewritten). Returns the ids of the turn's facts, new and said again, and of the new ones."""
     settings, now = ctx.settings, datetime.now(UTC)
     rows = []
     for content, kind in candidates[:20]:
@@ -283,11 +335,12 @@ async def _store_facts(ctx: ToolContext, uow: UnitOfWork, candidates: list[tuple
     # (two sessions of one workspace) each waited for the other's uncommitted insert of the same words: a deadlock.
     # The facts said again are moved after every insert, in id order, as every writer that locks several rows does
     # (the access flush deadlocked with a turn moving them in its words' order)
-    again, stored = [], set()
+    again, stored, new = [], set(), set()
     for row in sorted(rows, key=lambda r: r["content_hash"]):
         fact_id, created = await store_fragment(ctx, uow, row)
         stored.add(fact_id)
         if created:
+            new.add(fact_id)
             MEMORY_FACT_WRITES.labels("l1").inc()
         else:
             again.append(fact_id)
@@ -305,4 +358,4 @@ async def _store_facts(ctx: ToolContext, uow: UnitOfWork, candidates: list[tuple
                 now + timedelta(days=settings.memory_l2_retention_days),
             )
             MEMORY_FACT_WRITES.labels("l2").inc()
-    return stored
+    return stored, new
