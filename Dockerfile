@@ -10,7 +10,7 @@ FROM python:3.11-slim AS build
 ARG SERVICE
 ENV PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1
-# Each service's port setting and its default (the same as memento_shared.settings'), for the HEALTHCHECK below;
+# Each service's port setting and its default (the same as each service's settings class, memento_<service>/settings.py), for the HEALTHCHECK below;
 # any other SERVICE stops the build here.
 RUN case "$SERVICE" in \
       gateway) echo "PORT 56332" ;; \

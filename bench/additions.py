@@ -166,7 +166,7 @@ def main() -> None:
     parser.add_argument("--port", type=int, default=56632, help="gateway port of the started system")
     parser.add_argument("--rounds", type=int, default=3, help="rounds of each measurement")
     parser.add_argument("--keywords", type=int, default=10, help="how many common keywords to page through")
-    parser.add_argument("--no-readme", action="store_true", help="do not refresh the README block")
+    parser.add_argument("--no-readme", action="store_true", help="do not refresh its block in docs/benchmarks.md")
     args = parser.parse_args()
     results = asyncio.run(main_async(args))
     RESULTS.mkdir(parents=True, exist_ok=True)

@@ -623,7 +623,7 @@ def main() -> None:
     parser.add_argument("--seed", help="the turn messages' seed (default: the run's, so a kept store gets new facts)")
     parser.add_argument("--data-dir", help="data dir for the started system (default: a fresh temporary one)")
     parser.add_argument("--port", type=int, default=56472, help="gateway port of the started system")
-    parser.add_argument("--no-readme", action="store_true", help="do not refresh the README block")
+    parser.add_argument("--no-readme", action="store_true", help="do not refresh its block in docs/benchmarks.md")
     parser.add_argument("--decay-only", action="store_true", help="only the decay job's two runs (no README block)")
     parser.set_defaults(url=None, key=None)  # bench.run's System: always a started system here
     args = parser.parse_args()

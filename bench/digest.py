@@ -140,7 +140,7 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=50, help="unmeasured recalls first (other questions)")
     parser.add_argument("--data-dir", help="data dir for the started system (default: a fresh temporary one)")
     parser.add_argument("--port", type=int, default=56452, help="gateway port of the started system")
-    parser.add_argument("--no-readme", action="store_true", help="do not refresh the README block")
+    parser.add_argument("--no-readme", action="store_true", help="do not refresh its block in docs/benchmarks.md")
     parser.set_defaults(url=None, key=None)
     args = parser.parse_args()
     results = asyncio.run(main_async(args))

@@ -461,7 +461,7 @@ def main() -> None:
     parser.add_argument("--ops", type=int, default=200, help="measured memory.search calls per concurrency level")
     parser.add_argument("--upserts", type=int, default=30, help="measured canonical.upserts of the ~20 KB document")
     parser.add_argument("--concurrency", type=lambda s: [int(x) for x in s.split(",")], default=[1, 8])
-    parser.add_argument("--no-readme", action="store_true", help="do not refresh the README block")
+    parser.add_argument("--no-readme", action="store_true", help="do not refresh its block in docs/benchmarks.md")
     parser.add_argument("--ranking-only", action="store_true", help="the ranking alone: no latency, no README block")
     parser.add_argument("--replay", metavar="FILE", help="re-tune a results file's stored lists (bench/results/)")
     args = parser.parse_args()

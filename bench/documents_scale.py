@@ -688,7 +688,7 @@ def main() -> None:
     parser.add_argument("--ops", type=int, default=200, help="measured memory.search calls per concurrency level")
     parser.add_argument("--warmup", type=int, default=50, help="unmeasured searches first (other query texts)")
     parser.add_argument("--concurrency", type=lambda s: [int(x) for x in s.split(",")], default=[1, 8])
-    parser.add_argument("--no-readme", action="store_true", help="do not refresh the README block")
+    parser.add_argument("--no-readme", action="store_true", help="do not refresh its block in docs/benchmarks.md")
     args = parser.parse_args()
     results = asyncio.run(main_async(args))
     RESULTS.mkdir(parents=True, exist_ok=True)

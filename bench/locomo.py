@@ -844,7 +844,7 @@ def main() -> None:
     parser.add_argument("--port", type=int, default=56433)
     parser.add_argument("--url")
     parser.add_argument(
-        "--no-readme", action="store_true", help="leave the README alone (implied below 5 conversations)"
+        "--no-readme", action="store_true", help="leave docs/benchmarks.md alone (implied below 5 conversations)"
     )
     parser.add_argument(
         "--variants", default=",".join(VARIANTS), help=f"relevance settings to ask (default all: {','.join(VARIANTS)})"

@@ -475,7 +475,7 @@ def main() -> None:
     parser.add_argument("--key", help="access key for --url")
     parser.add_argument("--data-dir", help="data dir for the started system (default: a fresh temporary one)")
     parser.add_argument("--port", type=int, default=56432, help="gateway port of the started system")
-    parser.add_argument("--no-readme", action="store_true", help="do not refresh the README table")
+    parser.add_argument("--no-readme", action="store_true", help="do not refresh its table in docs/benchmarks.md")
     parser.add_argument(
         "--workspace",
         default=WORKSPACE,

@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from memento_shared.errors import MementoError, invalid
 
-# What a write's answer and a search's answer say about meaning search (issue 47; README "Read your own writes")
+# What a write's answer and a search's answer say about meaning search (issue 47; docs/fresh-writes.md)
 INDEXED = (
     "True when its vector is already in the index: every reader finds it by meaning. False: the writer's own searches "
     "still rank it by meaning at once; other principals find it by its words until the embedder writes its vector"
