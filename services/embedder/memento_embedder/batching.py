@@ -3,7 +3,7 @@ write each batch's vectors in one transaction.
 
 Each fragment arrives as its own arq job; up to `max_jobs` of them run at once and meet here, so the provider
 sees batches of `max_batch` texts and Postgres sees one multi-row write per batch instead of one commit per
-fragment (the HNSW insert itself costs the same either way; see docs/benchmarks.md). Queries (on a recall's request path)
+fragment (the HNSW insert costs the same either way: docs/benchmarks.md). Queries (on a recall's request path)
 skip the document queue so a backlog of writes never delays a search, and a local model that offers a replica
 runs them on it, on their own thread, so they do not wait for the document call in progress either; its documents
 then run in a niced child process (lanes.py), so the backlog also yields the CPU to the request path.

@@ -37,7 +37,7 @@ def query_terms(words: list[str]) -> list[str]:
 # the matches, taken by id: in table order, a row rewritten by an access flush or an amend moved the sample and the
 # same question on the same rows was answered differently), and fragments rank by the summed weights of the terms they
 # hold, then by ts_rank_cd, then newest first: the rarest words of a question (a name, an identifier) say most about
-# what it wants. On LoCoMo this took hybrid recall@10 from 0.617 (ts_rank_cd alone) to 0.654 (the LoCoMo history in bench/README.md).
+# what it wants. On LoCoMo this took hybrid recall@10 from 0.617 (ts_rank_cd alone) to 0.654 (bench/README.md).
 #
 # Ranking every match does not scale: in a million fragments a common word matches a quarter of them, and ranking
 # those took 1.7 s (EXPLAIN ANALYZE, bench store). So at most CANDIDATES matches of any term are ranked; below that
