@@ -12,6 +12,7 @@ not arq's one day): a job that outlives it is dropped by arq unrun, with its out
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,6 +20,7 @@ from arq.connections import ArqRedis
 from arq.constants import job_key_prefix, result_key_prefix
 from arq.jobs import serialize_job
 from arq.utils import timestamp_ms
+from redis.exceptions import RedisError
 
 # KEYS: job key, result key, queue. ARGV: expiry ms, serialized job, job id, score. 1 if enqueued, 0 if it existed.
 ENQUEUE_IF_ABSENT = """
@@ -38,7 +40,8 @@ def wake_channel(queue: str) -> str:
 async def wake(queue: ArqRedis, queue_name: str) -> None:
     """Wake `queue_name`'s idle workers after a job enqueued with arq's own enqueue_job (add_jobs wakes them itself);
     without it the job starts within the workers' idle wait (memento_shared.worker.IDLE_WAIT_S)."""
-    await queue.publish(wake_channel(queue_name), b"1")
+    with contextlib.suppress(RedisError):  # the job is queued: a wake that fails only leaves it to the idle poll
+        await queue.publish(wake_channel(queue_name), b"1")
 
 
 @dataclass(frozen=True)

@@ -323,19 +323,24 @@ class _Worker(Worker):
                     await self._wake.wait()
 
     async def listen_for_wakes(self) -> None:
-        """Sets the wake event at each publish to this queue's wake channel; subscribes again after a Redis error
-        (meanwhile the idle wait's bound keeps jobs starting within IDLE_WAIT_S)."""
+        """Sets the wake event at each publish to this queue's wake channel. It reads with a timeout of its own, so a
+        quiet channel keeps its connection (the queue's socket timeout would end it every 15 s); after an error it
+        subscribes again, and meanwhile the idle wait's bound keeps jobs starting within IDLE_WAIT_S."""
         failures = 0
         while True:
             try:
                 async with self.pool.pubsub() as pubsub:
                     await pubsub.subscribe(wake_channel(self.queue_name))
                     failures = 0
-                    async for message in pubsub.listen():
-                        if message["type"] == "message":
+                    while True:
+                        message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=IDLE_WAIT_S)
+                        if message is not None:
                             self._wake.set()
-            except RedisError:  # the queue's socket timeout on a quiet channel too: subscribe again
+            except Exception as exc:  # Redis away or anything else: never the end of the wakes
                 failures = min(failures + 1, 6)
+                log.warning(
+                    "worker.wake_listener_failed", extra={"worker": self.queue_name, "error_type": type(exc).__name__}
+                )
                 await asyncio.sleep(0.1 * 2**failures)
 
     def running_jobs(self) -> int:

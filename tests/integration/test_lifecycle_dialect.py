@@ -398,6 +398,30 @@ async def test_after_turn_answers_before_the_heuristics_model_and_its_facts_repl
     ]
 
 
+async def test_a_model_fact_in_the_words_of_the_turns_own_offline_fact_stays_daily(servers, tenant, owner_pool):
+    """The model read the turn after the answer: a fact it states word for word as the turn's offline extractor did is
+    the same fact, not one said again (that would move it to the weekly tier)."""
+    reply = (
+        '[{"content": "The flamingo proxy listens on 8443.", "type": "fact"},'
+        ' {"content": "Deploys freeze on Fridays", "type": "decision"}]'
+    )
+    with responses_server(reply) as server:
+        settings = servers.settings(
+            MEMORY_HEURISTIC_ENABLED="true", MEMORY_HEURISTIC_BASE_URL=server.url, MEMORY_HEURISTIC_MODEL="m1"
+        )
+        async with memory_api_on(settings) as api:
+            await turn(api, tenant, "The flamingo proxy listens on 8443.", "noted", session="w")
+            await api.app.state.after_ack.idle()
+    rows = await owner_pool.fetch(
+        "SELECT content, source FROM agent_memory.fragments WHERE tenant_id = $1 ORDER BY content", tenant
+    )
+    daily = shared_sessions.FACT_TIERS[0]
+    assert [(r["content"], r["source"]) for r in rows] == [
+        ("Deploys freeze on Fridays", daily),
+        ("The flamingo proxy listens on 8443.", daily),
+    ]
+
+
 async def test_older_items_that_match_the_question_come_back_beyond_the_recent_window(servers, tenant):
     async with memory_api_on(servers.settings(MEMORY_RECENT_CONTEXT_ITEMS="4", MEMORY_RECALL_FACTS_LIMIT="0")) as api:
         await turn(api, tenant, "what port does the flamingo proxy listen on", "The flamingo proxy listens on 8443.")

@@ -1,7 +1,7 @@
 """Work a tool call hands off once it is acknowledged: a model's answer the caller need not wait for (seed 004's fact
-extraction by a model). Bounded so a burst cannot take the pool or the process: at most MOST_AT_ONCE jobs run, and
-past MOST_WAITING a job is skipped, leaving what the call already wrote as its answer. Shutdown waits for the jobs in
-progress (bounded by the app's shutdown step)."""
+extraction by a model). Bounded so a burst cannot take the pool or the process: at most `at_once` jobs run and eight
+times as many wait; past that a job is skipped, leaving what the call already wrote as its answer. Shutdown waits for
+the jobs in progress (bounded by the app's shutdown step)."""
 
 from __future__ import annotations
 
@@ -15,16 +15,16 @@ log = logging.getLogger(__name__)
 
 
 class AfterAck:
-    MOST_AT_ONCE = 2
-    MOST_WAITING = 64
+    WAITING_PER_SLOT = 8
 
-    def __init__(self) -> None:
-        self._tasks: set[asyncio.Task[None]] = set()
-        self._slots = asyncio.Semaphore(self.MOST_AT_ONCE)
+    def __init__(self, at_once: int) -> None:
+        self._tasks: set[asyncio.Task[None]] = set()  # running and waiting
+        self._slots = asyncio.Semaphore(at_once)
+        self._most = at_once * (1 + self.WAITING_PER_SLOT)
 
     def submit(self, kind: str, job: Callable[[], Awaitable[None]]) -> bool:
         """Run `job` after the caller's answer; False (and counted as skipped) when too many are waiting."""
-        if len(self._tasks) >= self.MOST_WAITING:
+        if len(self._tasks) >= self._most:
             AFTER_ACK_JOBS.labels(kind, "skipped").inc()
             return False
         task = asyncio.create_task(self._run(kind, job))

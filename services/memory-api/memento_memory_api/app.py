@@ -99,12 +99,12 @@ async def _bounded(step: str, awaitable: Awaitable[Any]) -> None:
 
 async def shutdown(state: Any) -> None:
     await _bounded("tasks", state.tasks.stop())
+    await _bounded("after_ack", state.after_ack.stop())  # before the relay: its jobs write events
     await _bounded("relay", state.relay.stop())
     await _bounded("profile_watch", state.profile_watch.stop())
     await _bounded("l1_keeper", state.l1_keeper.stop())
     await _bounded("access_flush", state.access.stop())
     await _bounded("fresh_write_back", state.write_back.stop())
-    await _bounded("after_ack", state.after_ack.stop())
     await _bounded("embedder_client", state.embedder.aclose())
     await _bounded("llm", state.llm.aclose())
     if state.heuristic is not None:
@@ -155,7 +155,7 @@ def create_app(settings: MemoryApiSettings) -> FastAPI:
         state.access = AccessRecorder(state.pool, utility_half_life_days(settings))
         state.partition_verdicts = PartitionVerdicts()
         state.write_back = VectorWriteBack(state.pool)
-        state.after_ack = AfterAck()
+        state.after_ack = AfterAck(settings.memory_heuristic_concurrency)
         state.access.start()
         # the state Redis for background work (tasks' records, L1's rebuild) with the queue's timeouts, not
         # REDIS_TIMEOUT_SECONDS: the gateway reads tasks there, whichever Redis holds the queues

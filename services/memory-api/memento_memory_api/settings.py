@@ -112,6 +112,8 @@ class MemoryApiSettings(
     memory_l1_retention_days: float = Field(1.0, alias="MEMORY_L1_RETENTION_DAYS", gt=0)
     memory_l2_retention_days: float = Field(7.0, alias="MEMORY_L2_RETENTION_DAYS", gt=0)
     memory_heuristic_max_output_tokens: int = Field(800, alias="MEMORY_HEURISTIC_MAX_OUTPUT_TOKENS", ge=16)
+    # the model's reads of acknowledged turns at once per process (after_ack): it waits on the network, not the CPU
+    memory_heuristic_concurrency: int = Field(8, alias="MEMORY_HEURISTIC_CONCURRENCY", ge=1, le=256)
     memory_max_items: int = Field(256, alias="MEMORY_MAX_ITEMS", ge=1)  # items per array of a turn payload
     memory_max_part_chars: int = Field(100_000, alias="MEMORY_MAX_PART_CHARS", ge=1)  # characters per content part
     # a turn's `processing` guard older than this is taken over by a retry (its first commit died)

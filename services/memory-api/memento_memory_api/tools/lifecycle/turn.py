@@ -294,11 +294,16 @@ async def _replace_with_model_facts(
     found = await _model_facts(ctx, items)
     if found is None:
         return
+    # Two transactions, each locking its rows in one id-ordered pass as every writer does (two passes in one could
+    # deadlock with a turn of another session restating the same facts). A maintenance run or a commit holding the
+    # session past the timeout fails the job: the offline facts stay.
     async with ctx.uow(ctx.scope) as uow:
-        # a maintenance run or a commit holding the session past the timeout fails the job: the offline facts stay
         await shared_sessions.lock_session(uow.conn, ctx.scope, session_id, ctx.settings.memory_lock_timeout_s)
-        stored, _ = await _store_facts(ctx, uow, found)
-        # still daily-tier facts (not said again by a later turn meanwhile), locked in id order as every writer does
+        # a model fact in the words of one of the turn's own offline facts is that fact: not said again
+        stored, _ = await _store_facts(ctx, uow, found, said_now=interim)
+    async with ctx.uow(ctx.scope) as uow:
+        await shared_sessions.lock_session(uow.conn, ctx.scope, session_id, ctx.settings.memory_lock_timeout_s)
+        # still daily-tier facts (not said again by a later turn meanwhile)
         rows = await uow.conn.fetch(
             "SELECT id, agent_id, keywords FROM agent_memory.fragments WHERE id = ANY($1::text[]) AND source = $2"
             " ORDER BY id FOR UPDATE",
@@ -310,10 +315,14 @@ async def _replace_with_model_facts(
 
 
 async def _store_facts(
-    ctx: ToolContext, uow: UnitOfWork, candidates: list[tuple[str, str]]
+    ctx: ToolContext,
+    uow: UnitOfWork,
+    candidates: list[tuple[str, str]],
+    said_now: frozenset[str] | set[str] = frozenset(),
 ) -> tuple[set[str], set[str]]:
     """New facts go to the daily tier (L1); a fact stated again moves up to the weekly tier (L2); one already weekly
-    is left as it is (not rewritten). Returns the ids of the turn's facts, new and said again, and of the new ones."""
+    is left as it is (not rewritten); one in `said_now` (the same turn's offline facts) is not said again. Returns the
+    ids of the turn's facts, new and said again, and of the new ones."""
     settings, now = ctx.settings, datetime.now(UTC)
     rows = []
     for content, kind in candidates[:20]:
@@ -342,7 +351,7 @@ async def _store_facts(
         if created:
             new.add(fact_id)
             MEMORY_FACT_WRITES.labels("l1").inc()
-        else:
+        elif fact_id not in said_now:
             again.append(fact_id)
     for fact_id in sorted(set(again)):
         existing = await repo.get(uow.conn, fact_id)
