@@ -1,6 +1,7 @@
-"""memory.search's neighbour lift (issue 28 item 8, tools.documents.lift) on real Postgres: with DOCUMENT_NEIGHBOUR_LIFT
-on, the chunks beside the best hits join the results (read by key, though no list found them) at the lift's share of
-their hit's score, below every direct hit that scores more; with it at 0, the results are the lists' alone."""
+"""memory.search's neighbour lift (issue 28 item 8, recall.documents.lift) on real Postgres: with
+DOCUMENT_NEIGHBOUR_LIFT on, the chunks beside the best hits join the results (read by key, though no list found them)
+at the lift's share of their hit's score, below every direct hit that scores more; with it at 0, the results are the
+lists' alone."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import uuid
 import pytest
 from pydantic import ValidationError
 
-from memento_memory_api.tools.documents import Weights, lift
+from memento_memory_api.recall.documents import Weights, lift
 from memento_shared.settings import Settings
 from tests.fixtures.apps import memory_api_on
 
