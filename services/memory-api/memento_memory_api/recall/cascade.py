@@ -13,6 +13,7 @@ from opentelemetry import trace
 from memento_memory_api import render
 from memento_memory_api.context import ToolContext
 from memento_memory_api.recall import engine, pages, seen
+from memento_memory_api.recall.filters import Filters
 from memento_memory_api.repositories import fragments as repo
 from memento_shared.errors import invalid
 from memento_shared.telemetry.metrics import RECALL_TIER_HITS
@@ -35,12 +36,14 @@ async def recall(ctx: ToolContext, args: RecallArgs) -> dict[str, Any]:
     query = engine.Query(
         keywords=normalise_keywords(args.keywords or []),
         text=args.text,
-        topic=args.topic,
-        type=args.type,
+        filters=Filters(
+            topic=args.topic,
+            type=args.type,
+            # as of an instant, what was superseded only later was not yet: every row is a candidate, then judged then
+            superseded=args.includeSuperseded or as_of is not None,
+            narrow=narrowing(args, as_of),
+        ),
         threshold=args.threshold,
-        # as of an instant, what was superseded only later was not yet: every row is a candidate, then judged then
-        superseded=args.includeSuperseded or as_of is not None,
-        narrow=narrowing(args, as_of),
         limit=PAGED_CANDIDATES if paging else engine.CANDIDATES,
     )
     seen = await seen_ids(ctx) if args.excludeSeen else set()
@@ -85,7 +88,7 @@ async def _next_page(ctx: ToolContext, args: RecallArgs) -> dict[str, Any]:
     async with ctx.uow(ctx.scope) as uow:
         conn = uow.conn
         # a snapshot's matches stay its matches (superseded since, too); deleted and expired ones are gone
-        rows = {r["id"]: r for r in await repo.fetch_by_ids(conn, window, None, None, superseded=True)}
+        rows = {r["id"]: r for r in await repo.fetch_by_ids(conn, window, Filters(superseded=True))}
         if as_of is not None:
             await _as_of(conn, rows, as_of, include_superseded=True)
         order = [i for i in window if i in rows]

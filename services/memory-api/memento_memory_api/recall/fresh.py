@@ -28,6 +28,7 @@ import numpy as np
 
 from memento_memory_api.context import ToolContext
 from memento_memory_api.embedding_client import EmbeddingUnavailable
+from memento_memory_api.recall.filters import Filters
 from memento_memory_api.repositories.fragments import COLUMNS, live, narrowed, tagged
 from memento_memory_api.uow import Scope
 from memento_shared.db.clashes import retrying_clashes
@@ -76,10 +77,10 @@ def own_agents(ctx: ToolContext, agents: list[str] | None) -> list[str]:
 
 
 async def start(
-    ctx: ToolContext, conn: asyncpg.Connection, agents: list[str] | None, filters: dict, shown: str | None = None
+    ctx: ToolContext, conn: asyncpg.Connection, agents: list[str] | None, filters: Filters, shown: str | None = None
 ) -> Fresh | None:
     """Read the caller's fresh rows (one statement of a few index entries) and start embedding their passages; None
-    when the feature is off. `filters` are the search's (topic, type, superseded, tags, narrow); a row whose content
+    when the feature is off. `filters` are the search's; a row whose content
     `shown` holds (text the caller hands the model beside the answer) is left to the words."""
     settings = ctx.settings
     if settings.recall_fresh_rows <= 0:
@@ -91,11 +92,7 @@ async def start(
         scope.workspace,
         own_agents(ctx, agents),
         settings.recall_fresh_rows,
-        filters["topic"],
-        filters["type"],
-        filters["superseded"],
-        filters["tags"],
-        filters["narrow"],
+        *filters.values(),
     )
     fresh = Fresh()
     used = 0

@@ -51,6 +51,7 @@ from functools import lru_cache
 
 import asyncpg
 
+from memento_memory_api.recall.filters import NO_FILTERS, Filters
 from memento_memory_api.repositories.fragments import COLUMNS, live, narrowed, tagged
 
 _PROFILE = re.compile(r"^[a-z0-9_]+$")
@@ -189,11 +190,7 @@ async def choose(
     exact_max: int,
     verdicts: PartitionVerdicts | None = None,
     share_floor: int = SHARE_FLOOR,
-    topic: str | None = None,
-    ftype: str | None = None,
-    superseded: bool = False,
-    tags: list[str] | None = None,
-    narrow: dict | None = None,
+    filters: Filters = NO_FILTERS,
 ) -> Strategy:
     """Count the caller's partition (up to exact_max + 1), compare it with the profile's index, and pick the plan;
     with a topic or type, a large partition's fragments of that topic and type are counted too (same bound), and
@@ -201,16 +198,10 @@ async def choose(
     plan's settings to the transaction. A count `verdicts` remembers is not made again. Call `release` once the
     search is done (or skipped)."""
     hnsw = {**HNSW_SETTINGS, "hnsw.ef_search": str(max(40, limit * 2))}
-    params = (tenant_id, workspace, agents, limit, topic, ftype, superseded, tags, narrow)
-    filtered = topic is not None or ftype is not None or tags is not None or narrow is not None
+    params = (tenant_id, workspace, agents, limit, *filters.values())
+    filtered = filters.narrows
     key = (profile_id, tenant_id, workspace, tuple(agents) if agents is not None else None, exact_max, share_floor)
-    filter_key = (
-        *key,
-        topic,
-        ftype,
-        tuple(tags) if tags is not None else None,
-        tuple(sorted(narrow.items())) if narrow is not None else None,
-    )
+    filter_key = (*key, *filters.key())
     large = verdicts.get(key) if verdicts is not None else None
     if large is False:
         return _strategy("exact", profile_id, dimension, {}, params, exact_max)
@@ -238,15 +229,15 @@ async def choose(
         # fragments rather than their vectors: the topic and type indexes are on fragments, and a fragment still
         # waiting for its vector only makes the count err towards the index walk (whose short answer is topped up)
         where = ["f.tenant_id = $1", "f.workspace = $2", "($3::text[] IS NULL OR f.agent_id = ANY($3))"]
-        for column, value in (("topic", topic), ("type", ftype)):
+        for column, value in (("topic", filters.topic), ("type", filters.type)):
             if value is not None:
                 args.append(value)
                 where.append(f"f.{column} = ${len(args)}")
-        if tags is not None:
-            args.append(tags)
+        if filters.tags is not None:
+            args.append(filters.tags)
             where.append(f"f.keywords && ${len(args)}::text[]")
-        if narrow is not None:
-            args.append(narrow)
+        if filters.narrow is not None:
+            args.append(filters.narrow)
             where.append(narrowed("f", f"${len(args)}"))
         matching = (
             f"(SELECT count(*) > {int(exact_max)} FROM (SELECT 1 FROM agent_memory.fragments f WHERE"

@@ -13,6 +13,7 @@ from typing import Any
 from memento_memory_api import distill
 from memento_memory_api.context import ToolContext
 from memento_memory_api.recall import engine, similar
+from memento_memory_api.recall.filters import Filters
 from memento_memory_api.repositories import fragments as repo
 from memento_memory_api.repositories import working_memory as wm
 from memento_memory_api.tools.common import in_workspace, parse_when, whole_text
@@ -107,8 +108,7 @@ async def ranked_memories(
     # the whole text for the words, its question for the meaning (the engine embeds recall.question's part)
     wanted = engine.Query(
         text=query,
-        tags=tags or None,
-        type=mtype,
+        filters=Filters(tags=tags or None, type=mtype),
         limit=max(engine.CANDIDATES, limit),
     )
     async with engine.searching(ctx, wanted) as (_, found):
@@ -270,9 +270,7 @@ async def _extracted(ctx: ToolContext, transcript: str, mode: str) -> tuple[list
     JSON asked for, the offline extractor otherwise. Either way they are checked against the workspace afterwards."""
     if ctx.llm.model is not None:
         async with ctx.uow(ctx.scope) as uow:
-            existing = [
-                r["content"] for r in await repo.recent(uow.conn, ctx.scope, ctx.visible_agents(), None, None, 20)
-            ]
+            existing = [r["content"] for r in await repo.recent(uow.conn, ctx.scope, ctx.visible_agents(), 20)]
         system = distill.EXTRACT_SYSTEM + (" " + distill.SEEDS if mode == "seeds" else "")
         written = await ctx.llm.complete(system, distill.extract_prompt(transcript, existing), 2000)
         parsed = distill.parse_extracted(written) if written else None
