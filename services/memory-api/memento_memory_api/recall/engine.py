@@ -230,18 +230,11 @@ async def _by_text(
             found.part_lists = [await by_words(part) for part in relevance.parts(query.text)]
     strategy = None
     if query.vector is not None or embedding is not None:
-        strategy = await vector.choose(
-            conn,
-            ctx.profile.id,
-            ctx.profile.dimension,
-            scope.tenant_id,
-            scope.workspace,
-            agents,
-            query.limit,
-            ctx.settings.vector_exact_max_rows,
-            ctx.partition_verdicts,
-            filters=query.filters,
+        profile = ctx.profile
+        target = vector.Target(
+            profile.id, profile.dimension, scope.tenant_id, scope.workspace, agents, query.limit, query.filters
         )
+        strategy = await vector.choose(conn, target, ctx.settings.vector_exact_max_rows, ctx.partition_verdicts)
         trace.get_current_span().set_attribute("memento.recall.vector_plan", strategy.name)
     near: Near = ({}, {})
     if query.text and query.lexical and tuning.reads_neighbours:
