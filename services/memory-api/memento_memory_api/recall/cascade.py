@@ -138,7 +138,12 @@ async def _links(
 
 
 def _answer(
-    ctx: ToolContext, result: list[dict], used: int, budget: int, fields: list[str] | None, next_cursor: str | None
+    ctx: ToolContext,
+    result: list[dict[str, Any]],
+    used: int,
+    budget: int,
+    fields: list[str] | None,
+    next_cursor: str | None,
 ) -> dict[str, Any]:
     ctx.access.record(ctx.scope, [f["id"] for f in result])
     if fields is not None:
@@ -227,8 +232,8 @@ async def _store_is_large(ctx: ToolContext, conn: Any, agents: list[str] | None)
     key = ("ranking", scope.tenant_id, scope.workspace, tuple(agents) if agents is not None else None, threshold)
     known = ctx.partition_verdicts.get(key) if ctx.partition_verdicts is not None else None
     if known is not None:
-        return known
-    large = await repo.count_up_to(conn, scope, agents, threshold + 1) > threshold
+        return bool(known)
+    large: bool = await repo.count_up_to(conn, scope, agents, threshold + 1) > threshold
     if ctx.partition_verdicts is not None:
         ctx.partition_verdicts.put(key, large)
     return large
@@ -251,7 +256,7 @@ def _order(ctx: ToolContext, found: engine.Found, composite: bool) -> list[str]:
     def rank(i: str) -> float:
         age_days = (now - rows[i]["created_at"]).total_seconds() / 86400
         recency = 1.0 / (1.0 + age_days / 30)
-        return ranking["importanceWeight"] * rows[i]["importance"] + ranking["recencyWeight"] * recency
+        return float(ranking["importanceWeight"] * rows[i]["importance"] + ranking["recencyWeight"] * recency)
 
     return sorted(ids, key=lambda i: -rank(i))
 
@@ -261,7 +266,8 @@ def _within_budget(
 ) -> tuple[list[str], int]:
     """The first of `order` while the budget lasts (and at most `most`). A page holds at least one fragment even
     over the budget (`at_least_one`): otherwise a fragment larger than it would stop the pages there."""
-    chosen, used = [], 0
+    chosen: list[str] = []
+    used = 0
     for i in order:
         if most is not None and len(chosen) >= most:
             break

@@ -140,8 +140,8 @@ async def _gather(
     query: Query,
     conn: Any,
     agents: list[str] | None,
-    embedding: asyncio.Task | None,
-    l1_read: asyncio.Task | None,
+    embedding: asyncio.Task[Any] | None,
+    l1_read: asyncio.Task[Any] | None,
 ) -> Found:
     found = Found()
     if query.filters.narrow is not None:
@@ -163,8 +163,8 @@ async def _candidates(
     query: Query,
     conn: Any,
     agents: list[str] | None,
-    embedding: asyncio.Task | None,
-    l1_read: asyncio.Task | None,
+    embedding: asyncio.Task[Any] | None,
+    l1_read: asyncio.Task[Any] | None,
     found: Found,
     own: fresh.Fresh | None,
 ) -> None:
@@ -203,7 +203,7 @@ async def _by_text(
     query: Query,
     conn: Any,
     agents: list[str] | None,
-    embedding: asyncio.Task | None,
+    embedding: asyncio.Task[Any] | None,
     found: Found,
     own: fresh.Fresh | None = None,
 ) -> None:

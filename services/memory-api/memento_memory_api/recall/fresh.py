@@ -62,7 +62,9 @@ class Fresh:
     """The caller's rows a search scores itself: those within the bound, and whether any were left to the words."""
 
     rows: list[Any] = field(default_factory=list)
-    vectors: asyncio.Task | None = None  # their passages' vectors (a list in `rows`' order), or None when unavailable
+    vectors: asyncio.Task[Any] | None = (
+        None  # their passages' vectors (a list in `rows`' order), or None if unavailable
+    )
     over_budget: int = 0  # rows past RECALL_FRESH_TOKENS: found by their words only
 
     def unscored(self, vectors: list[np.ndarray] | None) -> bool:
@@ -171,9 +173,9 @@ class VectorWriteBack:
 
     def __init__(self, pool: asyncpg.Pool) -> None:
         self.pool = pool
-        self._tasks: set[asyncio.Task] = set()
+        self._tasks: set[asyncio.Task[None]] = set()
         self._slots = asyncio.Semaphore(self.MOST_AT_ONCE)
-        self._pending: set[tuple] = set()  # (sql, key) of rows being written: two searches write a row once
+        self._pending: set[tuple[Any, ...]] = set()  # (sql, key) of rows being written: two searches write a row once
 
     def submit(self, scope: Scope, profile_id: str, rows: list[Any], vectors: list[np.ndarray]) -> None:
         """Fragments' vectors, each kept only while its row still holds the content embedded (STORE_SQL)."""
@@ -182,7 +184,7 @@ class VectorWriteBack:
         ]
         self.write(scope, STORE_SQL, batch)
 
-    def write(self, scope: Scope, sql: str, batch: list[tuple]) -> None:
+    def write(self, scope: Scope, sql: str, batch: list[tuple[Any, ...]]) -> None:
         """`sql` for each tuple of `batch` (its last item a vector), in the order of the rest."""
         fresh = [args for args in batch if (sql, args[:-1]) not in self._pending]
         if not fresh or len(self._tasks) >= self.MOST_WAITING:
@@ -195,7 +197,7 @@ class VectorWriteBack:
         task.add_done_callback(self._tasks.discard)
         task.add_done_callback(lambda _: self._pending.difference_update(keys))
 
-    async def _write(self, scope: Scope, sql: str, batch: list[tuple]) -> None:
+    async def _write(self, scope: Scope, sql: str, batch: list[tuple[Any, ...]]) -> None:
         principal = {"tenant_id": scope.tenant_id, "workspace": scope.workspace, "agent_id": scope.agent_id}
 
         async def once() -> None:

@@ -144,7 +144,7 @@ def words(text: str, stems: bool = True) -> frozenset[str]:
 # cache keyed by the texts hashed every row's whole text on every search, a fifth of the order's time). The oldest
 # entry goes first past WORDS_HELD: 2048 rows' words hold ~3 MB; 8192 held ~12 MB, which the soak saw as memory-api
 # growing while the cache filled.
-_WORDS: dict[tuple[str, bool], tuple[tuple, frozenset[str]]] = {}
+_WORDS: dict[tuple[str, bool], tuple[tuple[Any, ...], frozenset[str]]] = {}
 WORDS_HELD = 2048
 
 
@@ -274,7 +274,7 @@ _ASKS = ("?", "？")
 
 def asks(row: Any) -> bool:
     """The row's text asks a question (it ends with a question mark): the row after it in its thread answers it."""
-    return row["content"].rstrip().endswith(_ASKS)
+    return bool(row["content"].rstrip().endswith(_ASKS))
 
 
 def _best(scores: dict[str, float], n: int) -> list[tuple[str, float]]:

@@ -66,7 +66,7 @@ class Strategy:
     sql: str  # parameters: query vector, then `params`
     settings: dict[str, str]  # transaction-local settings the statement needs (applied by `choose`)
     # (tenant, workspace, agents, k, topic, type, superseded, tags): what `choose` counted and `search` looks in
-    params: tuple
+    params: tuple[Any, ...]
     fallback_sql: str | None = None  # after a filtered walk short of k: the exact plan over at most exact_max rows
 
 
@@ -144,9 +144,9 @@ class PartitionVerdicts:
         self.ttl_s = {True: large_ttl_s, False: small_ttl_s}
         self.max_entries = max_entries
         self.clock = clock  # tests pass their own: patching time.monotonic would also move the event loop's clock
-        self._verdicts: dict[tuple, tuple[bool, float]] = {}
+        self._verdicts: dict[tuple[Any, ...], tuple[bool, float]] = {}
 
-    def get(self, key: tuple) -> bool | None:
+    def get(self, key: tuple[Any, ...]) -> bool | None:
         """True (large), False (small), or None when not known or expired."""
         found = self._verdicts.get(key)
         if found is None:
@@ -156,7 +156,7 @@ class PartitionVerdicts:
             return None
         return found[0]
 
-    def put(self, key: tuple, large: bool) -> None:
+    def put(self, key: tuple[Any, ...], large: bool) -> None:
         if len(self._verdicts) >= self.max_entries:
             now = self.clock()
             self._verdicts = {k: v for k, v in self._verdicts.items() if v[1] >= now}
@@ -304,7 +304,7 @@ def _apply(settings: dict[str, str]) -> list[str]:
     return [f"set_config('{name}', '{value}', true)" for name, value in settings.items()]
 
 
-async def search(conn: asyncpg.Connection, strategy: Strategy, query_vector) -> list[asyncpg.Record]:
+async def search(conn: asyncpg.Connection, strategy: Strategy, query_vector: Any) -> list[asyncpg.Record]:
     """The `limit` nearest visible fragments of the partition `choose` counted, of the topic and type it was given,
     with their `similarity`, best first."""
     rows = await conn.fetch(strategy.sql, query_vector, *strategy.params)
