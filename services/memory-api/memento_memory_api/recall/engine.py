@@ -179,8 +179,8 @@ async def _candidates(
         # L2 adds partial matches (any keyword) and covers L1 being down or still rebuilding; for one keyword
         # and no filter, a ready L1 already holds exactly what L2 would find.
         # (L1 holds no expiry or supersession: when a row it named was filtered out, L2 looks further)
-        one_keyword = len(query.keywords) == 1 and not filters.narrows
-        l1_complete = l1_ids is not None and len(rows) == len(l1_ids) and one_keyword
+        plain = len(query.keywords) == 1 and not filters.narrows  # one keyword, no filter
+        l1_complete = l1_ids is not None and len(rows) == len(l1_ids) and plain
         if not l1_complete and len(rows) < query.limit:
             matches = await repo.by_keywords(conn, query.keywords, scope, agents, query.limit, filters=filters)
             for row in matches:

@@ -65,7 +65,7 @@ class Strategy:
     name: str  # "exact" or "hnsw"
     sql: str  # parameters: query vector, then `params`
     settings: dict[str, str]  # transaction-local settings the statement needs (applied by `choose`)
-    # (tenant, workspace, agents, k, topic, type, superseded, tags): what `choose` counted and `search` looks in
+    # Target.params(): what `choose` counted and `search` looks in
     params: tuple[Any, ...]
     fallback_sql: str | None = None  # after a filtered walk short of k: the exact plan over at most exact_max rows
 
