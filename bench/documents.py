@@ -35,10 +35,7 @@ from bench import documents_fusion as fusion
 from bench.dialects import call, gateway_client
 from bench.report import RESULTS, ROOT, percentiles, replace_readme_block
 from bench.run import System, through_gateway
-from memento_memory_api.recall.lexical import identifier_in, terms
-from memento_memory_api.repositories import documents as repo
-from memento_memory_api.settings import MemoryApiSettings
-from memento_memory_api.tools.documents.handlers import (
+from memento_memory_api.recall.documents import (
     LEXICAL_TOP_K,
     SEMANTIC_TOP_K,
     TRIGRAM_TOP_K,
@@ -49,6 +46,9 @@ from memento_memory_api.tools.documents.handlers import (
     lift,
     prefer_canonical,
 )
+from memento_memory_api.recall.lexical import identifier_in, terms
+from memento_memory_api.repositories import documents as repo
+from memento_memory_api.settings import MemoryApiSettings
 from memento_memory_api.uow import Scope
 from memento_shared.db.rls import set_principal
 from memento_shared.internal_http import InternalClient

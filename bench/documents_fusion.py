@@ -23,7 +23,7 @@ import itertools
 from collections.abc import Iterable
 from dataclasses import asdict, replace
 
-from memento_memory_api.tools.documents.handlers import Weights, fuse, lift, prefer_canonical
+from memento_memory_api.recall.documents import Weights, fuse, lift, prefer_canonical
 
 FOLDS = 5
 DEPTH = 20

@@ -56,9 +56,10 @@ from bench.report import RESULTS, percentiles, replace_readme_block
 from bench.run import System, through_gateway
 from memento_embedder.api import MAX_CHARS
 from memento_embedder.handlers import chunk_text
+from memento_memory_api.recall.documents import LEXICAL_TOP_K, SEMANTIC_TOP_K, TRIGRAM_TOP_K
 from memento_memory_api.recall.lexical import identifier_in
 from memento_memory_api.repositories import documents as repo
-from memento_memory_api.tools.documents.handlers import LEXICAL_TOP_K, SEMANTIC_TOP_K, TRIGRAM_TOP_K, new_item_id
+from memento_memory_api.tools.documents.handlers import new_item_id
 from memento_memory_api.uow import Scope
 from memento_shared.db.rls import set_principal
 from memento_shared.internal_http import InternalClient

@@ -1,4 +1,4 @@
-"""memory.search's canonical preference (seed 001 "Boosting Canonical Documents", tools.documents.prefer_canonical) on
+"""memory.search's canonical preference (seed 001 "Boosting Canonical Documents", recall.documents.prefer_canonical) on
 real Postgres: with the weights tuned on the labelled set, the seed's virtual-rank boost alone leaves a note first
 when it says what a canonical document says a little more often; the preference puts the canonical chunk first."""
 

@@ -1,6 +1,7 @@
-"""memory.search's neighbour lift (issue 28 item 8, tools.documents.lift) on real Postgres: with DOCUMENT_NEIGHBOUR_LIFT
-on, the chunks beside the best hits join the results (read by key, though no list found them) at the lift's share of
-their hit's score, below every direct hit that scores more; with it at 0, the results are the lists' alone."""
+"""memory.search's neighbour lift (issue 28 item 8, recall.documents.lift) on real Postgres: with
+DOCUMENT_NEIGHBOUR_LIFT on, the chunks beside the best hits join the results (read by key, though no list found them)
+at the lift's share of their hit's score, below every direct hit that scores more; with it at 0, the results are the
+lists' alone."""
 
 from __future__ import annotations
 
@@ -9,8 +10,8 @@ import uuid
 import pytest
 from pydantic import ValidationError
 
+from memento_memory_api.recall.documents import Weights, lift
 from memento_memory_api.settings import MemoryApiSettings as Settings
-from memento_memory_api.tools.documents.handlers import Weights, lift
 from tests.fixtures.apps import memory_api_on
 
 # "zorblax" is in two sections of two documents: twice in a short one (the best hit), once in a long one (the second)

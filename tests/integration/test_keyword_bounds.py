@@ -4,6 +4,7 @@ caller's newest matches join the first ones the scan met, so what was just store
 
 from __future__ import annotations
 
+from memento_memory_api.recall.filters import Filters
 from memento_memory_api.repositories import fragments as repo
 from memento_memory_api.uow import Scope, UnitOfWorkFactory
 from tests.fixtures.rows import store_fragments
@@ -19,7 +20,7 @@ async def test_below_the_cap_the_fragment_holding_more_keywords_comes_first(app_
     await _store(owner_pool, tenant, [(f"frag-a{tenant[-6:]}{i:04d}", ["alpha"]) for i in range(6)])
     scope = Scope(tenant, "default", "default")
     async with UnitOfWorkFactory(app_pool)(scope) as uow:
-        rows = await repo.by_keywords(uow.conn, ["alpha", "beta"], scope, ["default"], None, None, 5)
+        rows = await repo.by_keywords(uow.conn, ["alpha", "beta"], scope, ["default"], 5)
     assert [r["id"] for r in rows][0] == both
     assert len(rows) == 5
 
@@ -31,9 +32,9 @@ async def test_past_the_cap_the_newest_matches_are_ranked_too(app_pool, owner_po
     await _store(owner_pool, tenant, [(fresh, ["alpha"])])
     scope = Scope(tenant, "default", "default")
     async with UnitOfWorkFactory(app_pool)(scope) as uow:
-        agent = await repo.by_keywords(uow.conn, ["alpha"], scope, ["default", "other"], None, None, 3, candidates=5)
-        admin = await repo.by_keywords(uow.conn, ["alpha"], scope, None, None, None, 3, candidates=5)
-        typed = await repo.by_keywords(uow.conn, ["alpha"], scope, None, None, "error", 3, candidates=5)
+        agent = await repo.by_keywords(uow.conn, ["alpha"], scope, ["default", "other"], 3, candidates=5)
+        admin = await repo.by_keywords(uow.conn, ["alpha"], scope, None, 3, candidates=5)
+        typed = await repo.by_keywords(uow.conn, ["alpha"], scope, None, 3, candidates=5, filters=Filters(type="error"))
     assert [r["id"] for r in agent][0] == fresh
     assert [r["id"] for r in admin][0] == fresh
     assert typed == [], "the type filter holds for the newest too"

@@ -7,6 +7,7 @@ identifier-like query."""
 from __future__ import annotations
 
 from memento_memory_api.recall import lexical
+from memento_memory_api.recall.filters import Filters
 from memento_memory_api.uow import Scope, UnitOfWorkFactory
 from tests.fixtures.rows import store_fragments
 
@@ -106,11 +107,15 @@ async def test_past_the_cap_a_topic_or_type_searches_its_own_matches(app_pool, o
     scope = Scope(tenant, "default", "default")
     async with UnitOfWorkFactory(app_pool)(scope) as uow:
         everything = await lexical.search(uow.conn, "alpha note", scope, None, 5, candidates=10, recent=5)
-        by_topic = await lexical.search(uow.conn, "alpha note", scope, None, 5, candidates=10, recent=5, topic="b")
-        by_type = await lexical.search(
-            uow.conn, "alpha note", scope, ["default"], 5, candidates=10, recent=5, ftype="decision"
+        by_topic = await lexical.search(
+            uow.conn, "alpha note", scope, None, 5, candidates=10, recent=5, filters=Filters(topic="b")
         )
-        neither = await lexical.search(uow.conn, "alpha note", scope, None, 5, topic="b", ftype="decision")
+        by_type = await lexical.search(
+            uow.conn, "alpha note", scope, ["default"], 5, candidates=10, recent=5, filters=Filters(type="decision")
+        )
+        neither = await lexical.search(
+            uow.conn, "alpha note", scope, None, 5, filters=Filters(topic="b", type="decision")
+        )
     assert len(everything) == 5 and not {in_b, decision} & set(everything)
     assert by_topic == [in_b]
     assert by_type == [decision]
@@ -124,8 +129,12 @@ async def test_a_topic_applies_in_the_newest_matches_too(app_pool, owner_pool, t
     await _store(owner_pool, tenant, [(fresh, "alpha note stored just now")], topic="b")
     scope = Scope(tenant, "default", "default")
     async with UnitOfWorkFactory(app_pool)(scope) as uow:
-        in_b = await lexical.search(uow.conn, "alpha note", scope, ["default"], 5, candidates=10, topic="b")
-        in_t = await lexical.search(uow.conn, "alpha note", scope, ["default"], 5, candidates=10, topic="t")
+        in_b = await lexical.search(
+            uow.conn, "alpha note", scope, ["default"], 5, candidates=10, filters=Filters(topic="b")
+        )
+        in_t = await lexical.search(
+            uow.conn, "alpha note", scope, ["default"], 5, candidates=10, filters=Filters(topic="t")
+        )
     assert in_b == [fresh]
     assert len(in_t) == 5 and fresh not in in_t
 
@@ -141,8 +150,8 @@ async def test_the_trigram_fallback_keeps_to_the_topic(app_pool, owner_pool, ten
     scope = Scope(tenant, "default", "default")
     async with UnitOfWorkFactory(app_pool)(scope) as uow:
         everything = await lexical.search(uow.conn, "ERR_CONN_RESE", scope, None, 5)
-        by_topic = await lexical.search(uow.conn, "ERR_CONN_RESE", scope, None, 5, topic="b")
-        by_type = await lexical.search(uow.conn, "ERR_CONN_RESE", scope, None, 5, ftype="error")
+        by_topic = await lexical.search(uow.conn, "ERR_CONN_RESE", scope, None, 5, filters=Filters(topic="b"))
+        by_type = await lexical.search(uow.conn, "ERR_CONN_RESE", scope, None, 5, filters=Filters(type="error"))
     assert len(everything) == 5 and in_b not in everything
     assert by_topic == by_type == [in_b]
 

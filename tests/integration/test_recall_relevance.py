@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 import asyncpg
 
 from memento_memory_api.recall import relevance
+from memento_memory_api.recall.filters import Filters
 from memento_memory_api.repositories import fragments as repo
 from memento_memory_api.uow import Scope
 from memento_shared.db.rls import transaction_as
@@ -82,8 +83,10 @@ async def test_neighbours_are_read_nearest_first_on_both_sides(memory_api, tenan
     conn = await asyncpg.connect(servers.owner_url)
     try:
         async with transaction_as(conn, tenant_id=tenant, workspace="default", agent_id="default"):
-            rows = {r["id"]: r for r in await repo.fetch_by_ids(conn, ids, None, None)}
-            near, near_rows = await relevance.read_neighbours(conn, scope, None, [rows[ids[6]], rows[ids[3]]], 2, {})
+            rows = {r["id"]: r for r in await repo.fetch_by_ids(conn, ids)}
+            near, near_rows = await relevance.read_neighbours(
+                conn, scope, None, [rows[ids[6]], rows[ids[3]]], 2, Filters()
+            )
     finally:
         await conn.close()
     nearest = near[ids[3]]  # nearest first, both sides (ties by id)
@@ -132,10 +135,10 @@ async def test_neighbours_pass_the_searchs_own_filters(memory_api, tenant, serve
     await conn.set_type_codec("jsonb", encoder=json.dumps, decoder=json.loads, schema="pg_catalog")  # as pools do
     try:
         async with transaction_as(conn, tenant_id=tenant, workspace="default", agent_id="default", access="admin"):
-            middle = (await repo.fetch_by_ids(conn, [ids[4]], None, None))[0]
+            middle = (await repo.fetch_by_ids(conn, [ids[4]]))[0]
 
             async def near(agents=None, **filters) -> set[int]:
-                found = (await relevance.read_neighbours(conn, scope, agents, [middle], 2, filters))[0]
+                found = (await relevance.read_neighbours(conn, scope, agents, [middle], 2, Filters(**filters)))[0]
                 return {ids.index(i) for i in found.get(ids[4], [])}
 
             assert await near() == {2, 3, 6, 7}  # the superseded turn 5 is skipped: the next live one stands in

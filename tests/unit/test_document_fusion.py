@@ -1,4 +1,4 @@
-"""memory.search's fusion (tools.documents.fuse): weighted RRF, the seed's virtual-rank canonical boost, and the
+"""memory.search's fusion (recall.documents.fuse): weighted RRF, the seed's virtual-rank canonical boost, and the
 lexical list's weight following how much of the question its best chunk holds; then the canonical preference
 (prefer_canonical) over the fused results."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from memento_memory_api.tools.documents.handlers import PREFER_WINDOW, Weights, distinct_words, fuse, prefer_canonical
+from memento_memory_api.recall.documents import PREFER_WINDOW, Weights, distinct_words, fuse, prefer_canonical
 
 SEED = Weights(k=60.0, lexical=0.4, semantic=0.5, trigram=0.1, canonical_boost=0.15, coverage_power=0.0)
 

@@ -9,6 +9,7 @@ from typing import Any
 from memento_memory_api.console.plain import row, rows
 from memento_memory_api.context import ToolContext
 from memento_memory_api.recall import engine
+from memento_memory_api.recall.filters import Filters
 from memento_memory_api.repositories import api_keys, documents, working_memory
 from memento_memory_api.repositories import fragments as repo
 from memento_shared.errors import invalid, not_found
@@ -67,7 +68,8 @@ async def memories(ctx: ToolContext, params: dict[str, Any]) -> dict[str, Any]:
     superseded, expired, page = _tri(params, "superseded"), _tri(params, "expired"), _page(params)
     scope = ctx.scope
     if query:
-        search = engine.Query(text=query, topic=topic, type=kind, tags=tags, superseded=superseded != "hide")
+        filters = Filters(topic=topic, type=kind, tags=tags, superseded=superseded != "hide")
+        search = engine.Query(text=query, filters=filters)
         async with engine.searching(ctx, search) as (_, found):
             best = found.best_score() or 1.0
             ranked = found.fused()

@@ -13,6 +13,7 @@ from opentelemetry import trace
 from memento_memory_api import render
 from memento_memory_api.context import ToolContext
 from memento_memory_api.recall import engine, pages, seen
+from memento_memory_api.recall.filters import Filters
 from memento_memory_api.repositories import fragments as repo
 from memento_memory_api.text import dates
 from memento_shared.errors import invalid
@@ -35,12 +36,14 @@ async def recall(ctx: ToolContext, args: RecallArgs) -> dict[str, Any]:
     query = engine.Query(
         keywords=normalise_keywords(args.keywords or []),
         text=args.text,
-        topic=args.topic,
-        type=args.type,
+        filters=Filters(
+            topic=args.topic,
+            type=args.type,
+            # as of an instant, what was superseded only later was not yet: every row is a candidate, then judged then
+            superseded=args.includeSuperseded or as_of is not None,
+            narrow=narrowing(args, as_of),
+        ),
         threshold=args.threshold,
-        # as of an instant, what was superseded only later was not yet: every row is a candidate, then judged then
-        superseded=args.includeSuperseded or as_of is not None,
-        narrow=narrowing(args, as_of),
         limit=PAGED_CANDIDATES if paging else engine.CANDIDATES,
     )
     seen = await seen_ids(ctx) if args.excludeSeen else set()
@@ -85,7 +88,7 @@ async def _next_page(ctx: ToolContext, args: RecallArgs) -> dict[str, Any]:
     async with ctx.uow(ctx.scope) as uow:
         conn = uow.conn
         # a snapshot's matches stay its matches (superseded since, too); deleted and expired ones are gone
-        rows = {r["id"]: r for r in await repo.fetch_by_ids(conn, window, None, None, superseded=True)}
+        rows = {r["id"]: r for r in await repo.fetch_by_ids(conn, window, Filters(superseded=True))}
         if as_of is not None:
             await _as_of(conn, rows, as_of, include_superseded=True)
         order = [i for i in window if i in rows]
@@ -135,7 +138,12 @@ async def _links(
 
 
 def _answer(
-    ctx: ToolContext, result: list[dict], used: int, budget: int, fields: list[str] | None, next_cursor: str | None
+    ctx: ToolContext,
+    result: list[dict[str, Any]],
+    used: int,
+    budget: int,
+    fields: list[str] | None,
+    next_cursor: str | None,
 ) -> dict[str, Any]:
     ctx.access.record(ctx.scope, [f["id"] for f in result])
     if fields is not None:
@@ -224,8 +232,8 @@ async def _store_is_large(ctx: ToolContext, conn: Any, agents: list[str] | None)
     key = ("ranking", scope.tenant_id, scope.workspace, tuple(agents) if agents is not None else None, threshold)
     known = ctx.partition_verdicts.get(key) if ctx.partition_verdicts is not None else None
     if known is not None:
-        return known
-    large = await repo.count_up_to(conn, scope, agents, threshold + 1) > threshold
+        return bool(known)
+    large: bool = await repo.count_up_to(conn, scope, agents, threshold + 1) > threshold
     if ctx.partition_verdicts is not None:
         ctx.partition_verdicts.put(key, large)
     return large
@@ -248,7 +256,7 @@ def _order(ctx: ToolContext, found: engine.Found, composite: bool) -> list[str]:
     def rank(i: str) -> float:
         age_days = (now - rows[i]["created_at"]).total_seconds() / 86400
         recency = 1.0 / (1.0 + age_days / 30)
-        return ranking["importanceWeight"] * rows[i]["importance"] + ranking["recencyWeight"] * recency
+        return float(ranking["importanceWeight"] * rows[i]["importance"] + ranking["recencyWeight"] * recency)
 
     return sorted(ids, key=lambda i: -rank(i))
 
@@ -258,7 +266,8 @@ def _within_budget(
 ) -> tuple[list[str], int]:
     """The first of `order` while the budget lasts (and at most `most`). A page holds at least one fragment even
     over the budget (`at_least_one`): otherwise a fragment larger than it would stop the pages there."""
-    chosen, used = [], 0
+    chosen: list[str] = []
+    used = 0
     for i in order:
         if most is not None and len(chosen) >= most:
             break

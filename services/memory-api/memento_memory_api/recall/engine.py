@@ -23,6 +23,7 @@ from opentelemetry import trace
 from memento_memory_api.context import ToolContext
 from memento_memory_api.embedding_client import EmbeddingUnavailable
 from memento_memory_api.recall import fresh, l1, lexical, relevance, rounds, vector
+from memento_memory_api.recall.filters import NO_FILTERS, Filters
 from memento_memory_api.recall.fusion import rrf
 from memento_memory_api.recall.question import question
 from memento_memory_api.repositories import fragments as repo
@@ -48,13 +49,8 @@ class Query:
     embed_text: str | None = None  # the part of a turn the question is in (its last message), when not all of `text`
     vector: Any = None
     lexical: bool = True  # with `text`: also the full-text list (store_memory's `similar` wants meaning alone)
-    topic: str | None = None
-    type: str | None = None
-    tags: list[str] | None = None  # any of these keywords (seed 003's tags)
+    filters: Filters = NO_FILTERS  # what every tier holds its candidates to (recall.filters)
     threshold: float | None = None  # minimum cosine similarity of vector hits
-    superseded: bool = False  # superseded rows are candidates too
-    # recall's other filters (repositories.fragments.narrowed): min_importance, is_anchor, case_id, created_from/_to
-    narrow: dict | None = None
     limit: int = CANDIDATES  # per list
     # text the caller hands the model word for word beside the answer (a turn's session items): the caller's rows
     # without a vector that it holds are not embedded for their meaning (recall.fresh)
@@ -144,19 +140,18 @@ async def _gather(
     query: Query,
     conn: Any,
     agents: list[str] | None,
-    embedding: asyncio.Task | None,
-    l1_read: asyncio.Task | None,
+    embedding: asyncio.Task[Any] | None,
+    l1_read: asyncio.Task[Any] | None,
 ) -> Found:
     found = Found()
-    if query.narrow is not None:
+    if query.filters.narrow is not None:
         # the narrowing's conditions are one jsonb parameter: a generic plan (which a prepared statement may switch
         # to after five runs) could not use an index for the case or the time range it holds; plan for the values
         await conn.execute("SELECT set_config('plan_cache_mode', 'force_custom_plan', true)")
-    filters = {"superseded": query.superseded, "tags": query.tags, "narrow": query.narrow}
     # the caller's rows still waiting for their vector: read first, so their passages embed while the rest runs
-    own = await fresh.start(ctx, conn, agents, _filters(query), query.shown) if embedding is not None else None
+    own = await fresh.start(ctx, conn, agents, query.filters, query.shown) if embedding is not None else None
     try:
-        await _candidates(ctx, query, conn, agents, embedding, l1_read, found, filters, own)
+        await _candidates(ctx, query, conn, agents, embedding, l1_read, found, own)
     finally:
         if own is not None and own.vectors is not None and not own.vectors.done():
             own.vectors.cancel()  # the search failed before it needed them
@@ -168,36 +163,26 @@ async def _candidates(
     query: Query,
     conn: Any,
     agents: list[str] | None,
-    embedding: asyncio.Task | None,
-    l1_read: asyncio.Task | None,
+    embedding: asyncio.Task[Any] | None,
+    l1_read: asyncio.Task[Any] | None,
     found: Found,
-    filters: dict[str, Any],
     own: fresh.Fresh | None,
 ) -> None:
-    scope = ctx.scope
+    scope, filters = ctx.scope, query.filters
     rows, tiers = found.rows, found.tiers
     if query.keywords:
         l1_ids = await l1_read if l1_read is not None else None
         if l1_ids:
-            for row in await repo.fetch_by_ids(conn, l1_ids, query.topic, query.type, **filters):
+            for row in await repo.fetch_by_ids(conn, l1_ids, filters):
                 rows[row["id"]] = row
                 tiers.setdefault(row["id"], "L1")
         # L2 adds partial matches (any keyword) and covers L1 being down or still rebuilding; for one keyword
         # and no filter, a ready L1 already holds exactly what L2 would find.
         # (L1 holds no expiry or supersession: when a row it named was filtered out, L2 looks further)
-        l1_complete = (
-            l1_ids is not None
-            and len(rows) == len(l1_ids)
-            and len(query.keywords) == 1
-            and query.topic is None
-            and query.type is None
-            and query.tags is None
-            and query.narrow is None
-        )
+        plain = len(query.keywords) == 1 and not filters.narrows  # one keyword, no filter
+        l1_complete = l1_ids is not None and len(rows) == len(l1_ids) and plain
         if not l1_complete and len(rows) < query.limit:
-            matches = await repo.by_keywords(
-                conn, query.keywords, scope, agents, query.topic, query.type, query.limit, **filters
-            )
+            matches = await repo.by_keywords(conn, query.keywords, scope, agents, query.limit, filters=filters)
             for row in matches:
                 rows.setdefault(row["id"], row)
                 tiers.setdefault(row["id"], "L2")
@@ -208,7 +193,7 @@ async def _candidates(
         await _by_text(ctx, query, conn, agents, embedding, found, own)
 
     if not query.keywords and not query.text and query.vector is None:
-        for row in await repo.recent(conn, scope, agents, query.topic, query.type, query.limit, **filters):
+        for row in await repo.recent(conn, scope, agents, query.limit, filters):
             rows[row["id"]] = row
             tiers.setdefault(row["id"], "L2")
 
@@ -218,7 +203,7 @@ async def _by_text(
     query: Query,
     conn: Any,
     agents: list[str] | None,
-    embedding: asyncio.Task | None,
+    embedding: asyncio.Task[Any] | None,
     found: Found,
     own: fresh.Fresh | None = None,
 ) -> None:
@@ -234,17 +219,7 @@ async def _by_text(
 
         async def by_words(text: str) -> list[str]:
             ids = await lexical.search(
-                conn,
-                text,
-                scope,
-                agents,
-                query.limit,
-                topic=query.topic,
-                ftype=query.type,
-                superseded=query.superseded,
-                tags=query.tags,
-                narrow=query.narrow,
-                stems=tuning.stems,
+                conn, text, scope, agents, query.limit, filters=query.filters, stems=tuning.stems
             )
             await _fetch_missing(conn, query, ids, found)
             return ids
@@ -255,29 +230,18 @@ async def _by_text(
             found.part_lists = [await by_words(part) for part in relevance.parts(query.text)]
     strategy = None
     if query.vector is not None or embedding is not None:
-        strategy = await vector.choose(
-            conn,
-            ctx.profile.id,
-            ctx.profile.dimension,
-            scope.tenant_id,
-            scope.workspace,
-            agents,
-            query.limit,
-            ctx.settings.vector_exact_max_rows,
-            ctx.partition_verdicts,
-            topic=query.topic,
-            ftype=query.type,
-            superseded=query.superseded,
-            tags=query.tags,
-            narrow=query.narrow,
+        profile = ctx.profile
+        target = vector.Target(
+            profile.id, profile.dimension, scope.tenant_id, scope.workspace, agents, query.limit, query.filters
         )
+        strategy = await vector.choose(conn, target, ctx.settings.vector_exact_max_rows, ctx.partition_verdicts)
         trace.get_current_span().set_attribute("memento.recall.vector_plan", strategy.name)
     near: Near = ({}, {})
     if query.text and query.lexical and tuning.reads_neighbours:
         # while the model computes: the neighbours of the lexical list's first candidates. Read whether or not the
         # vector is ready (a cached question's is), so a question asked again is ordered the same
         first = [found.rows[i] for i in lexical_ids[: tuning.candidates] if i in found.rows]
-        near = await relevance.read_neighbours(conn, scope, agents, first, tuning.window, _filters(query))
+        near = await relevance.read_neighbours(conn, scope, agents, first, tuning.window, query.filters)
     want = relevance.wanted(query.text, expanded, stems=tuning.stems) if query.text and query.lexical else None
     # the context list of the rows known so far, scored while the model works rather than after the vector list
     known = None
@@ -320,7 +284,7 @@ async def _rounds(
     """The rounds list (recall.rounds): the vector hits and the rows beside them, by their round's vector; the rows
     it brings join the neighbours read, to join the answer if the order scores them."""
     ranked, rows = await rounds.read(
-        conn, ctx.scope, agents, ctx.profile.id, ctx.profile.dimension, hits, query_vector, _filters(query)
+        conn, ctx.scope, agents, ctx.profile.id, ctx.profile.dimension, hits, query_vector, query.filters
     )
     found.rounds = ranked
     for i, row in rows.items():
@@ -350,11 +314,6 @@ def _with_expansion(text: str) -> str:
     return f"{text} {extra}" if extra else text
 
 
-def _filters(query: Query) -> dict[str, Any]:
-    return {"topic": query.topic, "type": query.type, "superseded": query.superseded, "tags": query.tags,
-            "narrow": query.narrow}  # fmt: skip
-
-
 def _arrange(
     found: Found, want: relevance.Wanted, tuning: relevance.Tuning, near: Near, known: relevance.Context | None
 ) -> None:
@@ -375,8 +334,6 @@ async def _fetch_missing(conn: Any, query: Query, ids: list[str], found: Found) 
     # the lexical search already applied the filters; reading the rows through them again is only a safety net
     missing = [i for i in ids if i not in found.rows]
     if missing:
-        for row in await repo.fetch_by_ids(
-            conn, missing, query.topic, query.type, superseded=query.superseded, tags=query.tags, narrow=query.narrow
-        ):
+        for row in await repo.fetch_by_ids(conn, missing, query.filters):
             found.rows[row["id"]] = row
             found.tiers.setdefault(row["id"], "L3")

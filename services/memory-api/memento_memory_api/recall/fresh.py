@@ -28,6 +28,7 @@ import numpy as np
 
 from memento_memory_api.context import ToolContext
 from memento_memory_api.embedding_client import EmbeddingUnavailable
+from memento_memory_api.recall.filters import Filters
 from memento_memory_api.repositories.fragments import COLUMNS, live, narrowed, tagged
 from memento_memory_api.uow import Scope
 from memento_shared.db.clashes import retrying_clashes
@@ -61,7 +62,9 @@ class Fresh:
     """The caller's rows a search scores itself: those within the bound, and whether any were left to the words."""
 
     rows: list[Any] = field(default_factory=list)
-    vectors: asyncio.Task | None = None  # their passages' vectors (a list in `rows`' order), or None when unavailable
+    vectors: asyncio.Task[Any] | None = (
+        None  # their passages' vectors (a list in `rows`' order), or None if unavailable
+    )
     over_budget: int = 0  # rows past RECALL_FRESH_TOKENS: found by their words only
 
     def unscored(self, vectors: list[np.ndarray] | None) -> bool:
@@ -76,10 +79,10 @@ def own_agents(ctx: ToolContext, agents: list[str] | None) -> list[str]:
 
 
 async def start(
-    ctx: ToolContext, conn: asyncpg.Connection, agents: list[str] | None, filters: dict, shown: str | None = None
+    ctx: ToolContext, conn: asyncpg.Connection, agents: list[str] | None, filters: Filters, shown: str | None = None
 ) -> Fresh | None:
     """Read the caller's fresh rows (one statement of a few index entries) and start embedding their passages; None
-    when the feature is off. `filters` are the search's (topic, type, superseded, tags, narrow); a row whose content
+    when the feature is off. `filters` are the search's; a row whose content
     `shown` holds (text the caller hands the model beside the answer) is left to the words."""
     settings = ctx.settings
     if settings.recall_fresh_rows <= 0:
@@ -91,11 +94,7 @@ async def start(
         scope.workspace,
         own_agents(ctx, agents),
         settings.recall_fresh_rows,
-        filters["topic"],
-        filters["type"],
-        filters["superseded"],
-        filters["tags"],
-        filters["narrow"],
+        *filters.values(),
     )
     fresh = Fresh()
     used = 0
@@ -174,9 +173,9 @@ class VectorWriteBack:
 
     def __init__(self, pool: asyncpg.Pool) -> None:
         self.pool = pool
-        self._tasks: set[asyncio.Task] = set()
+        self._tasks: set[asyncio.Task[None]] = set()
         self._slots = asyncio.Semaphore(self.MOST_AT_ONCE)
-        self._pending: set[tuple] = set()  # (sql, key) of rows being written: two searches write a row once
+        self._pending: set[tuple[Any, ...]] = set()  # (sql, key) of rows being written: two searches write a row once
 
     def submit(self, scope: Scope, profile_id: str, rows: list[Any], vectors: list[np.ndarray]) -> None:
         """Fragments' vectors, each kept only while its row still holds the content embedded (STORE_SQL)."""
@@ -185,7 +184,7 @@ class VectorWriteBack:
         ]
         self.write(scope, STORE_SQL, batch)
 
-    def write(self, scope: Scope, sql: str, batch: list[tuple]) -> None:
+    def write(self, scope: Scope, sql: str, batch: list[tuple[Any, ...]]) -> None:
         """`sql` for each tuple of `batch` (its last item a vector), in the order of the rest."""
         fresh = [args for args in batch if (sql, args[:-1]) not in self._pending]
         if not fresh or len(self._tasks) >= self.MOST_WAITING:
@@ -198,7 +197,7 @@ class VectorWriteBack:
         task.add_done_callback(self._tasks.discard)
         task.add_done_callback(lambda _: self._pending.difference_update(keys))
 
-    async def _write(self, scope: Scope, sql: str, batch: list[tuple]) -> None:
+    async def _write(self, scope: Scope, sql: str, batch: list[tuple[Any, ...]]) -> None:
         principal = {"tenant_id": scope.tenant_id, "workspace": scope.workspace, "agent_id": scope.agent_id}
 
         async def once() -> None:

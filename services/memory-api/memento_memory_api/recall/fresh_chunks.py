@@ -30,7 +30,7 @@ IN_CONTEXT = ("voyage", "jina")  # providers that embed a canonical document's c
 @dataclass
 class FreshChunks:
     rows: list[Any] = field(default_factory=list)
-    vectors: asyncio.Task | None = None  # their vectors, in `rows`' order, or None when unavailable
+    vectors: asyncio.Task[Any] | None = None  # their vectors, in `rows`' order, or None when unavailable
     left_out: int = 0  # chunks found by their words only: past the token budget, or embedded in context later
     partial: bool = False  # set by `nearest`: a fresh chunk went without its meaning
 
@@ -67,7 +67,7 @@ async def nearest(
     kinds: Any,
     archived: bool,
     limit: int,
-) -> list[tuple]:
+) -> list[tuple[Any, ...]]:
     """memory.search's semantic list: the index's nearest chunks with the fresh ones at their exact distance, nearest
     first (ties by key, as docs.nearest orders them), at most `limit`; the fresh vectors go to the write-back."""
     scope = ctx.scope

@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 
 import asyncpg
 from redis.asyncio import Redis
@@ -190,8 +190,8 @@ async def _clear(redis: Redis) -> None:
         await redis.unlink(*batch)
 
 
-async def _batched(keys, size: int):
-    batch = []
+async def _batched(keys: AsyncIterator[str], size: int) -> AsyncIterator[list[str]]:
+    batch: list[str] = []
     async for key in keys:
         batch.append(key)
         if len(batch) == size:
@@ -268,7 +268,7 @@ class L1Keeper:
         self._failures = 0  # writes lost so far: one lost while an invalidation is in flight needs another
         self.claim_ttl_s = max(30, int(interval * 6))  # several missed passes before the claim lapses
         self.started = f"{time.time():.6f}"  # wall clock: replicas on other machines compare it
-        self._task: asyncio.Task | None = None
+        self._task: asyncio.Task[None] | None = None
 
     @property
     def readable(self) -> bool:

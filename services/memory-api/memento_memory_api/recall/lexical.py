@@ -7,6 +7,7 @@ import re
 
 import asyncpg
 
+from memento_memory_api.recall.filters import NO_FILTERS, Filters
 from memento_memory_api.repositories.fragments import live, narrowed, newest_in_namespaces, tagged
 from memento_memory_api.uow import Scope
 from memento_shared.text.keywords import STOPWORDS
@@ -124,15 +125,11 @@ async def search(
     limit: int,
     candidates: int = CANDIDATES,
     recent: int = RECENT,
-    topic: str | None = None,
-    ftype: str | None = None,
-    superseded: bool = False,
-    tags: list[str] | None = None,
-    narrow: dict | None = None,
+    filters: Filters = NO_FILTERS,
     stems: bool = True,
 ) -> list[str]:
-    """Up to `limit` ids of the caller's fragments (of `topic`, `ftype` and any of `tags` when given; superseded ones
-    only with `superseded`) that match `text`'s words (or, with `stems`, their stems), best first."""
+    """Up to `limit` ids of the caller's fragments that pass `filters` and match `text`'s words (or, with `stems`,
+    their stems), best first."""
     words = query_terms(terms(text)) if stems else terms(text)
     if not words:
         return []
@@ -151,11 +148,7 @@ async def search(
         sample // 100,  # "rare": in at most 1 % of the sample
         RARE_CANDIDATES,
         sample,
-        topic,
-        ftype,
-        superseded,
-        tags,
-        narrow,
+        *filters.values(),
     )
     ids = list(dict.fromkeys(r["id"] for r in rows))[:limit]  # a fragment can come from both passes
     identifier = identifier_in(text)
@@ -176,11 +169,7 @@ async def search(
             limit,
             scope.tenant_id,
             scope.workspace,
-            topic,
-            ftype,
-            superseded,
-            tags,
-            narrow,
+            *filters.values(),
         )
         ids += [r["id"] for r in trigram if r["id"] not in ids]
     return ids

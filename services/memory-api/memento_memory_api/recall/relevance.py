@@ -43,6 +43,7 @@ from typing import Any
 
 import asyncpg
 
+from memento_memory_api.recall.filters import Filters
 from memento_memory_api.recall.fusion import rrf_scores
 from memento_memory_api.repositories import fragments as repo
 from memento_memory_api.text import dates
@@ -143,7 +144,7 @@ def words(text: str, stems: bool = True) -> frozenset[str]:
 # cache keyed by the texts hashed every row's whole text on every search, a fifth of the order's time). The oldest
 # entry goes first past WORDS_HELD: 2048 rows' words hold ~3 MB; 8192 held ~12 MB, which the soak saw as memory-api
 # growing while the cache filled.
-_WORDS: dict[tuple[str, bool], tuple[tuple, frozenset[str]]] = {}
+_WORDS: dict[tuple[str, bool], tuple[tuple[Any, ...], frozenset[str]]] = {}
 WORDS_HELD = 2048
 
 
@@ -273,7 +274,7 @@ _ASKS = ("?", "？")
 
 def asks(row: Any) -> bool:
     """The row's text asks a question (it ends with a question mark): the row after it in its thread answers it."""
-    return row["content"].rstrip().endswith(_ASKS)
+    return bool(row["content"].rstrip().endswith(_ASKS))
 
 
 def _best(scores: dict[str, float], n: int) -> list[tuple[str, float]]:
@@ -329,6 +330,12 @@ def _nearest(hit: str, rows: dict[str, Any], neighbours: dict[str, list[str]]) -
 _OPTIONAL = ("agents", "topic", "type", "tags", "narrow")  # a search's optional filters; given ones' parameters: $7...
 
 
+def optional_values(agents: list[str] | None, filters: Filters) -> dict[str, Any]:
+    """The optional filters' values by name (None: not given), for `filter_conditions`."""
+    topic, ftype, _, tags, narrow = filters.values()
+    return {"agents": agents, "topic": topic, "type": ftype, "tags": tags, "narrow": narrow}
+
+
 def filter_conditions(given: frozenset[str], first: int) -> list[str]:
     """SQL conditions on fragments `f` for the optional filters `given`, in _OPTIONAL's order, their parameters
     numbered from `first`."""
@@ -373,17 +380,17 @@ async def read_neighbours(
     agents: list[str] | None,
     of: list[Any],
     window: int,
-    filters: dict[str, Any],
+    filters: Filters,
 ) -> tuple[dict[str, list[str]], dict[str, Any]]:
     """The `window` nearest rows on each side of each of `of` (rows with a thread) that pass the search's filters:
     (id -> neighbour ids nearest first, the neighbours' rows)."""
     placed = [r for r in of if r["thread"] is not None and r["seq"] is not None]
     if not placed or window <= 0:
         return {}, {}
-    values = {"agents": agents, **{name: filters.get(name) for name in _OPTIONAL[1:]}}
+    values = optional_values(agents, filters)
     given = [name for name in _OPTIONAL if values[name] is not None]
     found = await conn.fetch(
-        neighbours_sql(frozenset(given), bool(filters.get("superseded"))),
+        neighbours_sql(frozenset(given), filters.superseded),
         [r["id"] for r in placed],
         [r["thread"] for r in placed],
         [r["seq"] for r in placed],

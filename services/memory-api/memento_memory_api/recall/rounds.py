@@ -22,7 +22,8 @@ from typing import Any
 
 import asyncpg
 
-from memento_memory_api.recall.relevance import filter_conditions
+from memento_memory_api.recall.filters import Filters
+from memento_memory_api.recall.relevance import filter_conditions, optional_values
 from memento_memory_api.repositories import fragments as repo
 from memento_memory_api.uow import Scope
 
@@ -76,15 +77,15 @@ async def read(
     dimension: int,
     hits: list[Any],
     query_vector: Any,
-    filters: dict[str, Any],
+    filters: Filters,
 ) -> tuple[list[str], dict[str, Any]]:
     """The vector hits and the rows beside them, best round first, and their rows (id -> row)."""
     if not hits:
         return [], {}
-    values = {"agents": agents, **{name: filters.get(name) for name in _OPTIONAL[1:]}}
+    values = optional_values(agents, filters)
     given = [name for name in _OPTIONAL if values[name] is not None]
     found = await conn.fetch(
-        rounds_sql(profile_id, dimension, frozenset(given), bool(filters.get("superseded"))),
+        rounds_sql(profile_id, dimension, frozenset(given), filters.superseded),
         [r["id"] for r in hits],
         [r["thread"] for r in hits],
         [r["seq"] for r in hits],

@@ -48,9 +48,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Any
 
 import asyncpg
 
+from memento_memory_api.recall.filters import NO_FILTERS, Filters
 from memento_memory_api.repositories.fragments import COLUMNS, live, narrowed, tagged
 
 _PROFILE = re.compile(r"^[a-z0-9_]+$")
@@ -63,8 +65,8 @@ class Strategy:
     name: str  # "exact" or "hnsw"
     sql: str  # parameters: query vector, then `params`
     settings: dict[str, str]  # transaction-local settings the statement needs (applied by `choose`)
-    # (tenant, workspace, agents, k, topic, type, superseded, tags): what `choose` counted and `search` looks in
-    params: tuple
+    # Target.params(): what `choose` counted and `search` looks in
+    params: tuple[Any, ...]
     fallback_sql: str | None = None  # after a filtered walk short of k: the exact plan over at most exact_max rows
 
 
@@ -113,16 +115,6 @@ def hnsw_sql(profile_id: str, dimension: int, filtered: bool = False) -> str:
     )
 
 
-def _strategy(
-    name: str, profile_id: str, dimension: int, settings: dict[str, str], params: tuple, exact_max: int
-) -> Strategy:
-    filtered = any(params[i] is not None for i in (4, 5, 7, 8))  # topic, type, tags, narrowing
-    if name == "exact":
-        return Strategy(name, exact_sql(profile_id, dimension, filtered), settings, params)
-    fallback = exact_sql(profile_id, dimension, True, int(exact_max)) if filtered else None
-    return Strategy(name, hnsw_sql(profile_id, dimension, filtered), settings, params, fallback)
-
-
 def _with_rows(nearest: str) -> str:
     """The k nearest, joined to their fragments. The topic and type condition here only restates, for the filtered
     statements, what their search already applied; for the unfiltered ones both parameters are NULL. Expired and
@@ -152,9 +144,9 @@ class PartitionVerdicts:
         self.ttl_s = {True: large_ttl_s, False: small_ttl_s}
         self.max_entries = max_entries
         self.clock = clock  # tests pass their own: patching time.monotonic would also move the event loop's clock
-        self._verdicts: dict[tuple, tuple[bool, float]] = {}
+        self._verdicts: dict[tuple[Any, ...], tuple[bool, float]] = {}
 
-    def get(self, key: tuple) -> bool | None:
+    def get(self, key: tuple[Any, ...]) -> bool | None:
         """True (large), False (small), or None when not known or expired."""
         found = self._verdicts.get(key)
         if found is None:
@@ -164,7 +156,7 @@ class PartitionVerdicts:
             return None
         return found[0]
 
-    def put(self, key: tuple, large: bool) -> None:
+    def put(self, key: tuple[Any, ...], large: bool) -> None:
         if len(self._verdicts) >= self.max_entries:
             now = self.clock()
             self._verdicts = {k: v for k, v in self._verdicts.items() if v[1] >= now}
@@ -178,110 +170,141 @@ HNSW_SETTINGS = {"hnsw.iterative_scan": "relaxed_order", "enable_sort": "off"}  
 CUSTOM_PLANS = {"plan_cache_mode": "force_custom_plan"}
 
 
+@dataclass(frozen=True)
+class Target:
+    """What one nearest-vector search looks in: the profile's vectors of the caller's partition (tenant, workspace,
+    agents; None: every agent's), the `limit` nearest wanted, of the rows that pass `filters`."""
+
+    profile_id: str
+    dimension: int
+    tenant_id: str
+    workspace: str
+    agents: list[str] | None
+    limit: int
+    filters: Filters = NO_FILTERS
+
+    def params(self) -> tuple[Any, ...]:
+        """The search statements' parameters after the query vector ($2 onwards)."""
+        return (self.tenant_id, self.workspace, self.agents, self.limit, *self.filters.values())
+
+    def partition_key(self, exact_max: int, share_floor: int) -> tuple[Any, ...]:
+        agents = tuple(self.agents) if self.agents is not None else None
+        return self.profile_id, self.tenant_id, self.workspace, agents, exact_max, share_floor
+
+
 async def choose(
     conn: asyncpg.Connection,
-    profile_id: str,
-    dimension: int,
-    tenant_id: str,
-    workspace: str,
-    agents: list[str] | None,
-    limit: int,
+    target: Target,
     exact_max: int,
     verdicts: PartitionVerdicts | None = None,
     share_floor: int = SHARE_FLOOR,
-    topic: str | None = None,
-    ftype: str | None = None,
-    superseded: bool = False,
-    tags: list[str] | None = None,
-    narrow: dict | None = None,
 ) -> Strategy:
     """Count the caller's partition (up to exact_max + 1), compare it with the profile's index, and pick the plan;
-    with a topic or type, a large partition's fragments of that topic and type are counted too (same bound), and
-    few of them are scored exactly rather than walked to through the index. The same statement applies the chosen
-    plan's settings to the transaction. A count `verdicts` remembers is not made again. Call `release` once the
-    search is done (or skipped)."""
-    hnsw = {**HNSW_SETTINGS, "hnsw.ef_search": str(max(40, limit * 2))}
-    params = (tenant_id, workspace, agents, limit, topic, ftype, superseded, tags, narrow)
-    filtered = topic is not None or ftype is not None or tags is not None or narrow is not None
-    key = (profile_id, tenant_id, workspace, tuple(agents) if agents is not None else None, exact_max, share_floor)
-    filter_key = (
-        *key,
-        topic,
-        ftype,
-        tuple(tags) if tags is not None else None,
-        tuple(sorted(narrow.items())) if narrow is not None else None,
-    )
+    with a filter, a large partition's fragments that pass it are counted too (same bound), and few of them are
+    scored exactly rather than walked to through the index. The same statement applies the chosen plan's settings to
+    the transaction. A count `verdicts` remembers is not made again. Call `release` once the search is done (or
+    skipped). The statements themselves are `plan`'s and `count_sql`'s."""
+    key = target.partition_key(exact_max, share_floor)
+    filter_key = (*key, *target.filters.key())
     large = verdicts.get(key) if verdicts is not None else None
-    if large is False:
-        return _strategy("exact", profile_id, dimension, {}, params, exact_max)
-    many = True if not filtered else verdicts.get(filter_key) if verdicts is not None else None
-    if large and many is not None:
-        chosen = hnsw if many else CUSTOM_PLANS
-        await conn.execute("SELECT " + ", ".join(_apply(chosen)))
-        return _strategy("hnsw" if many else "exact", profile_id, dimension, chosen, params, exact_max)
+    many = True if not target.filters.narrows else verdicts.get(filter_key) if verdicts is not None else None
+    if large is False or (large and many is not None):
+        if large:
+            await conn.execute("SELECT " + ", ".join(_apply(settings_for(target, True, many))))
+        return plan(target, bool(large), many, exact_max)
+    sql, args = count_sql(target, exact_max, share_floor, large, many)
+    row = await conn.fetchrow(sql, *args)
+    if verdicts is not None:  # only what this statement counted: a remembered verdict keeps its own expiry
+        if large is None:
+            verdicts.put(key, row["large"])
+        if many is None and target.filters.narrows and row["large"]:
+            verdicts.put(filter_key, row["many"])
+    return plan(target, row["large"], row["many"], exact_max)
 
-    args: list = [tenant_id, workspace, agents]
-    if large:
-        partition = "true"
-    else:
-        # reltuples is -1 until the index was first vacuumed or analysed: no share is known then
-        partition = (
-            f"(SELECT n > {int(exact_max)} OR (n > {int(share_floor)} AND total > 0 AND n * 2 >= total) FROM"
-            f" (SELECT count(*) AS n FROM (SELECT 1 FROM agent_memory.fragment_embeddings e WHERE"
-            f" {_scope(profile_id, first=1)} LIMIT {int(exact_max) + 1}) s) c, (SELECT coalesce(max(reltuples), 0)"
-            " AS total FROM pg_class WHERE oid ="
-            f" to_regclass('agent_memory.fragment_embeddings_hnsw_{profile_id}')) t)"
-        )
+
+def settings_for(target: Target, large: bool, many: bool | None) -> dict[str, str]:
+    """The transaction settings of a verdict's plan: none for an exact scan of a small partition, the index walk's for
+    a large one, custom plans for a large one's few filtered rows."""
+    if not large:
+        return {}
+    return {**HNSW_SETTINGS, "hnsw.ef_search": str(max(40, target.limit * 2))} if many else CUSTOM_PLANS
+
+
+def plan(target: Target, large: bool, many: bool | None, exact_max: int) -> Strategy:
+    """The statements for a verdict on the partition (`large`) and on its rows that pass the filter (`many`): an exact
+    scan unless both are large, then the profile's HNSW index, topped up by an exact scan of at most exact_max of the
+    filter's rows when a filtered walk comes back short."""
+    settings, params = settings_for(target, large, many), target.params()
+    profile_id, dimension, filtered = target.profile_id, target.dimension, target.filters.narrows
+    if not (large and many):
+        return Strategy("exact", exact_sql(profile_id, dimension, filtered), settings, params)
+    fallback = exact_sql(profile_id, dimension, True, int(exact_max)) if filtered else None
+    return Strategy("hnsw", hnsw_sql(profile_id, dimension, filtered), settings, params, fallback)
+
+
+def count_sql(
+    target: Target, exact_max: int, share_floor: int, large: bool | None, many: bool | None
+) -> tuple[str, list[Any]]:
+    """The statement (and its parameters) that counts what is not known yet (`large` or `many` None) and applies the
+    settings of the plan the counts choose: columns `large` and `many`."""
+    args: list[Any] = [target.tenant_id, target.workspace, target.agents]
+    partition = "true" if large else _partition_count(target.profile_id, exact_max, share_floor)
     if many is not None:
         matching = "true" if many else "false"
     else:
-        # fragments rather than their vectors: the topic and type indexes are on fragments, and a fragment still
-        # waiting for its vector only makes the count err towards the index walk (whose short answer is topped up)
-        where = ["f.tenant_id = $1", "f.workspace = $2", "($3::text[] IS NULL OR f.agent_id = ANY($3))"]
-        for column, value in (("topic", topic), ("type", ftype)):
-            if value is not None:
-                args.append(value)
-                where.append(f"f.{column} = ${len(args)}")
-        if tags is not None:
-            args.append(tags)
-            where.append(f"f.keywords && ${len(args)}::text[]")
-        if narrow is not None:
-            args.append(narrow)
-            where.append(narrowed("f", f"${len(args)}"))
-        matching = (
-            f"(SELECT count(*) > {int(exact_max)} FROM (SELECT 1 FROM agent_memory.fragments f WHERE"
-            f" {' AND '.join(where)} LIMIT {int(exact_max) + 1}) m)"
-        )
+        matching = _filter_count(target.filters, exact_max, args)
     # Each count is a scalar subquery, run when first needed (the filter is not counted for a small partition).
     # OFFSET 0 keeps each level a subquery of its own: flattened, every reference to `large` would be a copy of its
     # subquery, counted again (up to ten partition counts per statement).
     applied = ", ".join(
-        [f"CASE WHEN large AND many THEN {call} END" for call in _apply(hnsw)]
+        [f"CASE WHEN large AND many THEN {call} END" for call in _apply(settings_for(target, True, True))]
         + [f"CASE WHEN large AND NOT many THEN {call} END" for call in _apply(CUSTOM_PLANS)]
     )
-    row = await conn.fetchrow(
+    sql = (
         f"SELECT large, many, {applied} FROM (SELECT large, CASE WHEN large THEN {matching} END AS many"
-        f" FROM (SELECT {partition} AS large OFFSET 0) p OFFSET 0) d",
-        *args,
+        f" FROM (SELECT {partition} AS large OFFSET 0) p OFFSET 0) d"
     )
-    counted_partition, counted_filter = large is None, many is None
-    large, many = row["large"], row["many"]
-    if verdicts is not None:  # only what this statement counted: a remembered verdict keeps its own expiry
-        if counted_partition:
-            verdicts.put(key, large)
-        if counted_filter and filtered and large:
-            verdicts.put(filter_key, many)
-    if not large:
-        return _strategy("exact", profile_id, dimension, {}, params, exact_max)
-    chosen = hnsw if many else CUSTOM_PLANS
-    return _strategy("hnsw" if many else "exact", profile_id, dimension, chosen, params, exact_max)
+    return sql, args
+
+
+def _partition_count(profile_id: str, exact_max: int, share_floor: int) -> str:
+    """Whether the partition ($1-$3) is large: more than exact_max vectors, or more than share_floor that are half of
+    the profile's index or more. reltuples is -1 until the index was first vacuumed or analysed: no share is known."""
+    return (
+        f"(SELECT n > {int(exact_max)} OR (n > {int(share_floor)} AND total > 0 AND n * 2 >= total) FROM"
+        f" (SELECT count(*) AS n FROM (SELECT 1 FROM agent_memory.fragment_embeddings e WHERE"
+        f" {_scope(profile_id, first=1)} LIMIT {int(exact_max) + 1}) s) c, (SELECT coalesce(max(reltuples), 0)"
+        " AS total FROM pg_class WHERE oid ="
+        f" to_regclass('agent_memory.fragment_embeddings_hnsw_{profile_id}')) t)"
+    )
+
+
+def _filter_count(filters: Filters, exact_max: int, args: list[Any]) -> str:
+    """Whether more than exact_max of the partition's fragments pass `filters` (their values appended to `args`).
+    Fragments rather than their vectors: the topic and type indexes are on fragments, and a fragment still waiting for
+    its vector only makes the count err towards the index walk (whose short answer is topped up)."""
+    where = ["f.tenant_id = $1", "f.workspace = $2", "($3::text[] IS NULL OR f.agent_id = ANY($3))"]
+    for column, value in (("topic", filters.topic), ("type", filters.type)):
+        if value is not None:
+            args.append(value)
+            where.append(f"f.{column} = ${len(args)}")
+    if filters.tags is not None:
+        args.append(filters.tags)
+        where.append(f"f.keywords && ${len(args)}::text[]")
+    if filters.narrow is not None:
+        args.append(filters.narrow)
+        where.append(narrowed("f", f"${len(args)}"))
+    return (
+        f"(SELECT count(*) > {int(exact_max)} FROM (SELECT 1 FROM agent_memory.fragments f WHERE"
+        f" {' AND '.join(where)} LIMIT {int(exact_max) + 1}) m)"
+    )
 
 
 def _apply(settings: dict[str, str]) -> list[str]:
     return [f"set_config('{name}', '{value}', true)" for name, value in settings.items()]
 
 
-async def search(conn: asyncpg.Connection, strategy: Strategy, query_vector) -> list[asyncpg.Record]:
+async def search(conn: asyncpg.Connection, strategy: Strategy, query_vector: Any) -> list[asyncpg.Record]:
     """The `limit` nearest visible fragments of the partition `choose` counted, of the topic and type it was given,
     with their `similarity`, best first."""
     rows = await conn.fetch(strategy.sql, query_vector, *strategy.params)

@@ -12,6 +12,7 @@ from typing import Any
 
 import asyncpg
 
+from memento_memory_api.recall.filters import NO_FILTERS, Filters
 from memento_memory_api.uow import Scope
 from memento_shared.db.references import clear_references
 
@@ -141,26 +142,14 @@ async def visible_ids(conn: asyncpg.Connection, ids: list[str]) -> set[str]:
     return {r["id"] for r in await conn.fetch("SELECT id FROM agent_memory.fragments WHERE id = ANY($1::text[])", ids)}
 
 
-async def fetch_by_ids(
-    conn: asyncpg.Connection,
-    ids: list[str],
-    topic: str | None,
-    ftype: str | None,
-    *,
-    superseded: bool = False,
-    tags: list[str] | None = None,
-    narrow: dict | None = None,
-) -> list[asyncpg.Record]:
+async def fetch_by_ids(conn: asyncpg.Connection, ids: list[str], filters: Filters = NO_FILTERS) -> list[asyncpg.Record]:
+    """The visible rows of `ids` that pass `filters`."""
     return await conn.fetch(
         f"SELECT {COLUMNS} FROM agent_memory.fragments f WHERE id = ANY($1::text[])"
         f" AND ($2::text IS NULL OR topic = $2) AND ($3::text IS NULL OR type = $3) AND {live('f', '$4')}"
         f" AND {tagged('f', '$5')} AND {narrowed('f', '$6')}",
         ids,
-        topic,
-        ftype,
-        superseded,
-        tags,
-        narrow,
+        *filters.values(),
     )
 
 
@@ -230,31 +219,27 @@ async def by_keywords(
     keywords: list[str],
     scope: Scope,
     agents: list[str] | None,
-    topic: str | None,
-    ftype: str | None,
     limit: int,
     candidates: int = KEYWORD_CANDIDATES,
     recent: int = KEYWORD_RECENT,
-    *,
-    superseded: bool = False,
-    tags: list[str] | None = None,
-    narrow: dict | None = None,
+    filters: Filters = NO_FILTERS,
 ) -> list[asyncpg.Record]:
-    """L2: GIN overlap on keywords, most keyword matches first (bounded past `candidates` matches, see above)."""
+    """L2: GIN overlap on keywords, most keyword matches first (bounded past `candidates` matches, see above), of the
+    rows that pass `filters`."""
     return await conn.fetch(
         _BY_KEYWORDS,
         keywords,
         agents,
-        topic,
-        ftype,
+        filters.topic,
+        filters.type,
         limit,
         candidates,
         scope.tenant_id,
         scope.workspace,
         recent,
-        superseded,
-        tags,
-        narrow,
+        filters.superseded,
+        filters.tags,
+        filters.narrow,
     )
 
 
@@ -262,29 +247,24 @@ async def recent(
     conn: asyncpg.Connection,
     scope: Scope,
     agents: list[str] | None,
-    topic: str | None,
-    ftype: str | None,
     limit: int,
-    *,
-    superseded: bool = False,
-    tags: list[str] | None = None,
-    narrow: dict | None = None,
+    filters: Filters = NO_FILTERS,
 ) -> list[asyncpg.Record]:
-    """The caller's newest fragments (of `topic`, `ftype` and any of `tags` when given), newest first."""
+    """The caller's newest fragments that pass `filters`, newest first."""
     return await conn.fetch(
         f"SELECT {COLUMNS} FROM agent_memory.fragments f WHERE tenant_id = $5 AND workspace = $6"
         " AND ($1::text[] IS NULL OR agent_id = ANY($1)) AND ($2::text IS NULL OR topic = $2)"
         f" AND ($3::text IS NULL OR type = $3) AND {live('f', '$7')} AND {tagged('f', '$8')}"
         f" AND {narrowed('f', '$9')} ORDER BY created_at DESC LIMIT $4",
         agents,
-        topic,
-        ftype,
+        filters.topic,
+        filters.type,
         limit,
         scope.tenant_id,
         scope.workspace,
-        superseded,
-        tags,
-        narrow,
+        filters.superseded,
+        filters.tags,
+        filters.narrow,
     )
 
 

@@ -160,12 +160,11 @@ async def add_skip(
     )
 
 
-async def set_skip_vector(conn: asyncpg.Connection, entry_id: str, profile_id: str, vector: Any) -> None:
-    await conn.execute(
+async def set_skip_vectors(conn: asyncpg.Connection, profile_id: str, vectors: dict[str, Any]) -> None:
+    """Keep skip entries' vectors (entry id -> vector in `profile_id`), in one pipelined statement."""
+    await conn.executemany(
         "UPDATE agent_memory.skip_entries SET profile_id = $2, embedding = $3 WHERE id = $1",
-        entry_id,
-        profile_id,
-        vector,
+        [(entry_id, profile_id, vector) for entry_id, vector in vectors.items()],
     )
 
 

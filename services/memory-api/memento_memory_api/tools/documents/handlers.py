@@ -9,19 +9,16 @@ import asyncio
 import hashlib
 import json
 import math
-import re
 import secrets
 import time
 import uuid
-from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from opentelemetry import trace
 
 from memento_memory_api.context import ToolContext
+from memento_memory_api.recall import documents as ranking
 from memento_memory_api.recall import fresh_chunks
-from memento_memory_api.recall.fusion import rrf
 from memento_memory_api.recall.lexical import identifier_in, terms
 from memento_memory_api.repositories import documents as docs
 from memento_memory_api.tools.common import vector_now
@@ -30,7 +27,7 @@ from memento_memory_api.uow import UnitOfWork
 from memento_shared.errors import ErrorCode, MementoError, not_found, unavailable
 from memento_shared.telemetry.metrics import SEARCH_LATENCY
 from memento_shared.text.chunking import chunk_markdown, outline
-from memento_shared.text.keywords import STOPWORDS, normalise_keywords
+from memento_shared.text.keywords import normalise_keywords
 from memento_shared.text.redaction import redact_pii
 from memento_shared.tools.documents import (
     CommitArgs,
@@ -352,127 +349,12 @@ async def memory_restore(ctx: ToolContext, args: RestoreArgs) -> dict[str, Any]:
     return {"bundle": bundle, "items": items, "totalChars": len(bundle)}
 
 
-LEXICAL_TOP_K, SEMANTIC_TOP_K, TRIGRAM_TOP_K = 40, 40, 20  # seed 001 Part 8
-
-
-@dataclass(frozen=True)
-class Weights:
-    """memory.search's weighted RRF (seed 001 Part 2 and 8): k, each list's weight, the canonical boost, and how
-    much the lexical list's weight follows its coverage (the share of the query's weight, its terms' summed idf,
-    that its best chunk holds, raised to `coverage_power`; 0 leaves the weight fixed, as the seed does), and the
-    neighbour lift (`lift`: each of the `lift_top` best chunks gives the chunks beside it that share of its score;
-    0 is off), and the canonical preference (`same`: the share of their words two chunks must share to say the same
-    thing, `prefer_canonical`; 0 is off, as in the seed's formula)."""
-
-    k: float
-    lexical: float
-    semantic: float
-    trigram: float
-    canonical_boost: float
-    coverage_power: float
-    lift: float = 0.0
-    lift_top: int = 5
-    same: float = 0.0
-
-    @classmethod
-    def of(cls, settings: Any) -> Weights:
-        return cls(
-            k=settings.document_rrf_k,
-            lexical=settings.document_lexical_weight,
-            semantic=settings.document_semantic_weight,
-            trigram=settings.document_trigram_weight,
-            canonical_boost=settings.document_canonical_boost,
-            coverage_power=settings.document_lexical_coverage_power,
-            lift=settings.document_neighbour_lift,
-            lift_top=settings.document_neighbour_top,
-            same=settings.document_canonical_same_words,
-        )
-
-
-def fuse(lists: dict[str, list], canonical: dict, weights: Weights, coverage: float = 1.0) -> list[tuple[Any, float]]:
-    """The lists fused by weighted RRF, best first (ties by key); canonical documents add the boost's weight / (k + 1)
-    as if ranked first in a virtual list, the others / (k + 1000) (Part 2). A lexical list whose best chunk holds
-    little of the query's weight (a question worded unlike its answer) counts for less (`coverage`, 0..1)."""
-    lexical = weights.lexical * max(0.0, min(1.0, coverage)) ** weights.coverage_power
-    by_name = {"lexical": lexical, "semantic": weights.semantic, "trigram": weights.trigram}
-    names = list(lists)
-    fused = rrf([lists[n] for n in names], k=weights.k, weights=[by_name[n] for n in names])
-    boost = weights.canonical_boost
-    scores = [(key, s + boost / (weights.k + (1 if canonical.get(key) else 1000))) for key, s in fused]
-    return sorted(scores, key=lambda pair: (-pair[1], pair[0]))
-
-
-def beside(key: tuple) -> list[tuple]:
-    """The chunks just before and after a chunk in its document version (chunks are keyed item, version, index)."""
-    item, version, index = key
-    return [(item, version, index - 1), (item, version, index + 1)]
-
-
-def lifted(fused: list[tuple[Any, float]], weights: Weights) -> list[tuple]:
-    """The keys of the chunks beside each of the `lift_top` best of `fused`, which the lift may raise (a search reads
-    those no list found, in one statement, before `lift`); none when the lift is off."""
-    if weights.lift <= 0 or weights.lift_top <= 0:
-        return []
-    return list(dict.fromkeys(near for key, _ in fused[: weights.lift_top] for near in beside(key)))
-
-
-def lift(fused: list[tuple[Any, float]], present, weights: Weights) -> list[tuple[Any, float]]:
-    """`fused` after the neighbour lift, best first (ties by key): each of the `lift_top` best chunks gives the chunks
-    beside it in its document (those in `present`: an index past either end names no chunk) `lift` × its score, when
-    that is more than they have. A question answered across a section break finds the other half; `lift` < 1, so a
-    direct hit always stays ahead of the neighbour it lifts."""
-    if weights.lift <= 0 or weights.lift_top <= 0:
-        return fused
-    scores = dict(fused)
-    for key, score in fused[: weights.lift_top]:
-        for near in beside(key):
-            if near in present and score * weights.lift > scores.get(near, 0.0):
-                scores[near] = score * weights.lift
-    return sorted(scores.items(), key=lambda pair: (-pair[1], pair[0]))
-
-
-PREFER_WINDOW = 20  # the results the canonical preference reads: memory.search's default limit, for every limit
-_WORD = re.compile(r"[0-9A-Za-z가-힣_]+")  # the lexical list's words (recall.lexical.terms, uncapped)
-
-
-def distinct_words(text: str) -> frozenset[str]:
-    """A chunk's distinct meaningful words: how often it says them does not count."""
-    return frozenset(w for w in _WORD.findall(text.lower()) if len(w) > 1 and w not in STOPWORDS)
-
-
-def prefer_canonical(
-    ranked: list[tuple[Any, float]], canonical: dict, words_of: Callable[[Any], frozenset[str]], same: float
-) -> list[tuple[Any, float]]:
-    """Seed 001's canonical preference where its boost is too small to hold it: a canonical chunk among the first
-    PREFER_WINDOW results ranks above every non-canonical chunk there that says the same thing, i.e. the two share
-    `same` or more of the distinct words of the larger of them (a note repeating a spec, however often it says it;
-    not a short note whose few words a long section happens to hold), and takes the best such chunk's score. Every
-    other chunk keeps the fused order, so the weights chosen on the labelled set rank it as before. `same` 0 is off."""
-    if same <= 0:
-        return ranked
-    top = ranked[:PREFER_WINDOW]
-    raised: dict[Any, float] = {}
-    for n, (key, _) in enumerate(top):
-        if not canonical.get(key):
-            continue
-        mine = words_of(key)
-        for other, score in top[:n]:
-            theirs = words_of(other)
-            if not canonical.get(other) and theirs and len(theirs & mine) >= same * max(len(theirs), len(mine)):
-                raised[key] = score  # the best one above it: the list is best first
-                break
-    if not raised:
-        return ranked
-    scores = [(key, raised.get(key, score)) for key, score in ranked]
-    return sorted(scores, key=lambda pair: (-pair[1], pair[0] not in raised, pair[0]))
-
-
 @handles("memory.search")
 async def memory_search(ctx: ToolContext, args: SearchArgs) -> dict[str, Any]:
     """Three ranked lists over the latest versions' chunks, fused by weighted RRF (Part 2): BM25 with the
     workspace's corpus statistics, the nearest chunk vectors (once the embedder has run) and, for a query holding an
     identifier, trigram similarity; canonical documents get the seed's virtual-rank boost; then, when
-    DOCUMENT_NEIGHBOUR_LIFT is on, the best chunks lift the chunks beside them (`lift`)."""
+    DOCUMENT_NEIGHBOUR_LIFT is on, the best chunks lift the chunks beside them (recall.documents)."""
     settings = ctx.settings
     words = terms(args.query)
     identifier = identifier_in(args.query)
@@ -491,7 +373,7 @@ async def memory_search(ctx: ToolContext, args: SearchArgs) -> dict[str, Any]:
             async def lexical() -> list:
                 nonlocal coverage
                 found, covered = await docs.bm25(
-                    conn, ctx.scope, args.query, kinds, args.includeArchived, LEXICAL_TOP_K
+                    conn, ctx.scope, args.query, kinds, args.includeArchived, ranking.LEXICAL_TOP_K
                 )
                 coverage = max(covered, default=0.0)
                 return found
@@ -499,10 +381,10 @@ async def memory_search(ctx: ToolContext, args: SearchArgs) -> dict[str, Any]:
             searches = {
                 "lexical": lexical,
                 "trigram": lambda: docs.trigram(
-                    conn, ctx.scope, identifier, kinds, args.includeArchived, TRIGRAM_TOP_K
+                    conn, ctx.scope, identifier, kinds, args.includeArchived, ranking.TRIGRAM_TOP_K
                 ),
                 "semantic": lambda: fresh_chunks.nearest(
-                    ctx, conn, query_vector, own, kinds, args.includeArchived, max(SEMANTIC_TOP_K, args.limit)
+                    ctx, conn, query_vector, own, kinds, args.includeArchived, max(ranking.SEMANTIC_TOP_K, args.limit)
                 ),
             }  # fmt: skip
             lists: dict[str, list] = {}
@@ -520,26 +402,18 @@ async def memory_search(ctx: ToolContext, args: SearchArgs) -> dict[str, Any]:
                     SEARCH_LATENCY.labels(name).observe(time.perf_counter() - began)
             keys = list(dict.fromkeys(k for found in lists.values() for k in found))
             rows = await docs.chunk_rows(conn, keys) if keys else {}
-            weights = Weights.of(settings)
-            fused = fuse(lists, {key: row["is_canonical"] for key, row in rows.items()}, weights, coverage)
+            weights = ranking.Weights.of(settings)
+            fused = ranking.fuse(lists, {key: row["is_canonical"] for key, row in rows.items()}, weights, coverage)
             # the best chunks' neighbours no list found: one statement by primary key (item, version, index), under
             # the same RLS; a neighbour is of the same version, so of the kinds and status the lists were held to
-            unread = [key for key in lifted(fused, weights) if key not in rows]
+            unread = [key for key in ranking.lifted(fused, weights) if key not in rows]
             if unread:
                 rows.update(await docs.chunk_rows(conn, unread))
     finally:
         embedding.cancel()  # done by now, unless the store failed first (no connection, a list's error)
         if own is not None:
             own.cancel()
-    canonical = {key: row["is_canonical"] for key, row in rows.items()}
-    texts: dict[Any, frozenset[str]] = {}
-
-    def words_of(key: Any) -> frozenset[str]:
-        if key not in texts:
-            texts[key] = distinct_words(rows[key]["text"])
-        return texts[key]
-
-    scores = dict(prefer_canonical(lift(fused, rows, weights), canonical, words_of, weights.same))
+    scores = dict(ranking.final(fused, rows, weights))
     SEARCH_LATENCY.labels("hybrid").observe(time.perf_counter() - started)
     ranked = list(scores)[: args.limit]
     partial = query_vector is None or (own is not None and own.partial)  # some chunks found by their words only

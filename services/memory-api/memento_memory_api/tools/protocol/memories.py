@@ -223,9 +223,7 @@ async def _extracted(ctx: ToolContext, transcript: str, mode: str) -> tuple[list
     JSON asked for, the offline extractor otherwise. Either way they are checked against the workspace afterwards."""
     if ctx.llm.model is not None:
         async with ctx.uow(ctx.scope) as uow:
-            existing = [
-                r["content"] for r in await repo.recent(uow.conn, ctx.scope, ctx.visible_agents(), None, None, 20)
-            ]
+            existing = [r["content"] for r in await repo.recent(uow.conn, ctx.scope, ctx.visible_agents(), 20)]
         system = distill.EXTRACT_SYSTEM + (" " + distill.SEEDS if mode == "seeds" else "")
         written = await ctx.llm.complete(system, distill.extract_prompt(transcript, existing), 2000)
         parsed = distill.parse_extracted(written) if written else None

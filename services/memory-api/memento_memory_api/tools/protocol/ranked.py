@@ -8,6 +8,7 @@ from typing import Any
 
 from memento_memory_api.context import ToolContext
 from memento_memory_api.recall import engine
+from memento_memory_api.recall.filters import Filters
 from memento_shared.domain.decay import decayed
 
 PARTIAL_NOTE = "(Meaning search was partial: no embedding model answered, so some memories were matched by words only.)"
@@ -22,8 +23,7 @@ async def ranked_memories(
     # the whole text for the words, its question for the meaning (the engine embeds recall.question's part)
     wanted = engine.Query(
         text=query,
-        tags=tags or None,
-        type=mtype,
+        filters=Filters(tags=tags or None, type=mtype),
         limit=max(engine.CANDIDATES, limit),
     )
     async with engine.searching(ctx, wanted) as (_, found):

@@ -8,11 +8,9 @@ import asyncio
 from datetime import UTC, datetime
 from typing import Any
 
-import numpy as np
-
 from memento_memory_api import distill
 from memento_memory_api.context import ToolContext
-from memento_memory_api.recall import similar
+from memento_memory_api.recall import similar, skips
 from memento_memory_api.recall.lexical import terms
 from memento_memory_api.repositories import fragments as repo
 from memento_memory_api.repositories import working_memory as wm
@@ -235,24 +233,7 @@ async def skips_touched(ctx: ToolContext, rows: list[Any], text: str, both_ways:
     query = await vector_now(ctx, text, side="query")
     if query is None:
         return by_words
-    vectors: dict[str, Any] = {}
-    for row in rest:
-        if row["profile_id"] == ctx.profile.id and row["embedding"] is not None:
-            vectors[row["id"]] = row["embedding"]
-        elif (made := await vector_now(ctx, row["item"])) is not None:
-            vectors[row["id"]] = made
-            if _writes(ctx):
-                async with ctx.uow(ctx.scope) as uow:
-                    await wm.set_skip_vector(uow.conn, row["id"], ctx.profile.id, made)
-    scores = {i: _cosine(query, v) for i, v in vectors.items()}
-    by_meaning = sorted((r for r in rest if scores.get(r["id"], -1.0) >= cutoff), key=lambda r: -scores[r["id"]])
-    return by_words + by_meaning
-
-
-def _cosine(a: Any, b: Any) -> float:
-    a, b = (np.asarray(v.to_numpy() if hasattr(v, "to_numpy") else v, dtype=np.float32) for v in (a, b))
-    norms = float(np.linalg.norm(a) * np.linalg.norm(b))
-    return float(a @ b) / norms if norms else 0.0
+    return by_words + await skips.closest(ctx, rest, query, cutoff, keep=_writes(ctx))
 
 
 @handles("memento_skip_add")

@@ -131,7 +131,7 @@ async def search_memories(ctx: ToolContext, args: SearchMemoriesArgs) -> dict[st
 @handles("list_recent_memories")
 async def list_recent_memories(ctx: ToolContext, args: ListRecentMemoriesArgs) -> dict[str, Any]:
     async with ctx.uow(ctx.scope) as uow:
-        rows = await repo.recent(uow.conn, ctx.scope, ctx.visible_agents(), None, None, args.limit)
+        rows = await repo.recent(uow.conn, ctx.scope, ctx.visible_agents(), args.limit)
     memories = [render.memory(row) for row in rows]
     ctx.access.record(ctx.scope, [m["id"] for m in memories])
     return {"memories": memories}
