@@ -1,6 +1,6 @@
 """The documents dialect's ranking (seed 001 `memory.search`), beside the fragment engine: the lists' sizes, their
 weighted RRF with the canonical boost and the lexical list's coverage (`fuse`), the neighbour lift (`lifted`, `lift`)
-and the canonical preference (`prefer_canonical`). tools/documents.py runs the lists (repositories.documents and
+and the canonical preference (`prefer_canonical`). The documents handler runs the lists (repositories.documents and
 recall.fresh_chunks) and calls these; bench.documents and bench.documents_fusion tune the same functions."""
 
 from __future__ import annotations

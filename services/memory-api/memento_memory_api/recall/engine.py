@@ -4,7 +4,7 @@ rows still waiting for theirs, scored by the search itself: recall.fresh) or the
 every tier (topic, type, no expired row, no superseded one unless asked), fused by RRF.
 
 What a dialect does with the candidates is its own: `recall` (cascade.py) ranks them by seed 000's rules, cuts them to a
-token budget and adds linked fragments; `search_memories` (tools/simple.py) keeps the fused order and its score.
+token budget and adds linked fragments; `search_memories` (tools/simple/) keeps the fused order and its score.
 """
 
 from __future__ import annotations
