@@ -9,7 +9,8 @@ are returned, never a round.
 
 One statement, after the vector list: for each hit, up to two rows on each side of it in its thread (those a search
 may return: the same filters as the neighbour read), their stored vectors, and the rounds' cosine computed by the
-server (pgvector's vector sum, no vector leaves it), with the rows of the candidates. Hits without a thread are
+server (pgvector's vector sum as a window over each hit's places, no vector leaves it; a lateral sum per row scanned
+the whole list for each, ~8 ms a search), with the rows of the candidates. Hits without a thread are
 scored alone. On the development conversations fused at weight 1: recall@10 +0.011 (bench/README.md, "LoCoMo: what
 issue 53 changed"); ranking every turn of a conversation by its round instead, exactly, gave the same.
 """
@@ -59,12 +60,11 @@ vectors AS MATERIALIZED (
     SELECT p.hit, p.place, p.id, e.embedding::vector({dimension}) AS v FROM placed p
     JOIN agent_memory.fragment_embeddings e ON e.fragment_id = p.id AND e.profile_id = '{profile_id}'
       AND e.tenant_id = $5),
-scored AS (
-    SELECT c.id, min(r.distance) AS distance FROM vectors c CROSS JOIN LATERAL (
-        SELECT sum(CASE WHEN m.place = c.place THEN m.v + m.v ELSE m.v END) <=> $4 AS distance
-        FROM vectors m WHERE m.hit = c.hit AND m.place BETWEEN c.place - 1 AND c.place + 1) r
-    WHERE c.place BETWEEN -1 AND 1
-    GROUP BY c.id)
+rounds AS (
+    SELECT hit, place, id, (sum(v) OVER (PARTITION BY hit ORDER BY place RANGE BETWEEN 1 PRECEDING AND 1 FOLLOWING)
+        + v) <=> $4 AS distance
+    FROM vectors),
+scored AS (SELECT id, min(distance) AS distance FROM rounds WHERE place BETWEEN -1 AND 1 GROUP BY id)
 SELECT {columns}, 1 - s.distance AS round_similarity FROM scored s JOIN agent_memory.fragments f ON f.id = s.id
 """
 
