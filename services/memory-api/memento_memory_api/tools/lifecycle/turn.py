@@ -4,6 +4,7 @@ is its own tables (repository.py). Errors answer in seed 004's codes (ToolSpec.e
 
 from __future__ import annotations
 
+import functools
 import secrets
 import time
 from datetime import UTC, datetime, timedelta
@@ -240,12 +241,10 @@ def _masked(value: Any) -> Any:
 def _ask_the_model_later(ctx: ToolContext, session_id: str, items: list[dict[str, Any]], interim: set[str]) -> None:
     """The heuristic's model reads the turn after the answer (issue 46: no model work on the request path that can
     wait): the turn is acknowledged with its offline facts, which the model's replace when it answers."""
-
-    async def by_the_model() -> None:
-        await _replace_with_model_facts(ctx, session_id, items, interim)
-
     if ctx.after_ack is not None:
-        ctx.after_ack.submit("turn_facts", by_the_model)
+        ctx.after_ack.submit(
+            "turn_facts", functools.partial(_replace_with_model_facts, ctx, session_id, items, interim)
+        )
 
 
 def _model_on(ctx: ToolContext) -> bool:
