@@ -36,10 +36,10 @@ from memento_shared.internal_http import InternalClient
 from memento_shared.principal import HEADER, SCOPES, Principal, encode_principal
 
 APPS = ("shipped", "plain")
-# plain: issue 28's order off, and issue 53's stems, answer lift, question discount, rounds and context floor
+# plain: issue 28's order off, and issue 53's stems, answer lift, question discount, rounds, context floor and hop
 OFF = {"RECALL_CONTEXT_WEIGHT": "0", "RECALL_LIFT": "0", "RECALL_TIME_BOOST": "0", "RECALL_ANSWER_LIFT": "0",
        "RECALL_QUESTION_DISCOUNT": "0", "RECALL_STEMS": "false", "RECALL_ROUNDS": "0",
-       "RECALL_CONTEXT_FLOOR": "0"}  # fmt: skip
+       "RECALL_CONTEXT_FLOOR": "0", "RECALL_HOP": "0"}  # fmt: skip
 ARGUMENTS = {"includeLinks": False}  # beside `text`; the default token budget, as agents call it
 BOOTSTRAP = 2000
 

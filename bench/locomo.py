@@ -205,6 +205,7 @@ ISSUE_53_OFF = {
     "RECALL_ANSWER_LIFT": "0",
     "RECALL_QUESTION_DISCOUNT": "0",
     "RECALL_ROUNDS": "0",
+    "RECALL_HOP": "0",
 }
 FIRST = {"RECALL_CONTEXT_WEIGHT": "1", "RECALL_LIFT": "0.7", "RECALL_TIME_BOOST": "0.3", **ISSUE_53_OFF}
 SHIPPED = {f.alias: str(f.default) for f in MemoryApiSettings.model_fields.values() if f.alias in FIRST}
@@ -247,10 +248,12 @@ VARIANTS: dict[str, tuple[str, dict[str, str]]] = {
     ),
     "decompose_1": ("multi-part questions split, each part's words a list of weight 1", {"RECALL_DECOMPOSE": "1"}),
     # issue 53: the defaults with one step changed (not the first settings; FROM_DEFAULTS)
-    "issue28": ("issue 28's defaults: no stems, answer lift, question discount or rounds", ISSUE_53_OFF),
+    "issue28": ("issue 28's defaults: no stems, answer lift, question discount, rounds or hop", ISSUE_53_OFF),
     "no_rounds": ("the defaults without the rounds list", {"RECALL_ROUNDS": "0"}),
     "rounds_0.5": ("the defaults with the rounds list at weight 0.5", {"RECALL_ROUNDS": "0.5"}),
     "no_context_floor": ("the defaults without the context floor", {"RECALL_CONTEXT_FLOOR": "0"}),
+    "no_hop": ("the defaults without the second hop", {"RECALL_HOP": "0"}),
+    "hop_2": ("the defaults with the second hop at weight 2", {"RECALL_HOP": "2"}),
     "no_stems": ("the defaults without stems (words compared as written)", {"RECALL_STEMS": "false"}),
     "no_answer_lift": ("the defaults without the answer lift", {"RECALL_ANSWER_LIFT": "0"}),
     "no_question_discount": ("the defaults without the question discount", {"RECALL_QUESTION_DISCOUNT": "0"}),
@@ -273,12 +276,12 @@ VARIANTS: dict[str, tuple[str, dict[str, str]]] = {
 }
 # variants that change the defaults rather than the first settings
 _DEFAULTS_CHANGED = ("issue28", "no_stems", "no_answer", "no_question", "no_rounds", "no_context_floor", "answer_lift",
-                     "question_discount", "rounds_", "defaults_")  # fmt: skip
+                     "question_discount", "rounds_", "defaults_", "no_hop", "hop_")  # fmt: skip
 FROM_DEFAULTS = {v for v in VARIANTS if v.startswith(_DEFAULTS_CHANGED)}
 TUNING = ["shipped", "first", "context_0.5", "context_2", "share_0.3", "share_0.8", "lift_0.5", "lift_0.85", "time_0.6",
           "decompose_0.5", "decompose_1", "candidates_15", "window_1", "lift_0.5_context_2", "lift_0.5_time_0.6",
           "lift_0.5_top_3", "lift_0.5_context_2_time_0.6", "lift_0.5_context_2_time_0.6_candidates_15", "issue28",
-          "answer_lift_0.7", "question_discount_0.35", "rounds_0.5", "defaults_decompose_0.5"]  # fmt: skip
+          "answer_lift_0.7", "question_discount_0.35", "rounds_0.5", "defaults_decompose_0.5", "hop_2"]  # fmt: skip
 
 
 def environment(variant: str) -> dict[str, str]:

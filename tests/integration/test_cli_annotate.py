@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from tests.integration.test_cli_support import memento, system_env
 from tests.integration.test_recall_relevance import SAID, remember
 
-COLUMNS = "thread, seq, event_from, event_to, event_said, expansion, content, created_at, updated_at"
+COLUMNS = "thread, seq, event_from, event_to, event_said, expansion, entities, content, created_at, updated_at"
 
 
 async def test_annotate_gives_old_fragments_their_place_time_and_names(memory_api, servers, owner_pool, tenant):
@@ -22,7 +22,7 @@ async def test_annotate_gives_old_fragments_their_place_time_and_names(memory_ap
     # as a fragment stored before 0019 was: none of its columns; the third as an MCP session placed it since
     await owner_pool.execute(
         "UPDATE agent_memory.fragments SET thread = NULL, seq = NULL, event_from = NULL, event_to = NULL,"
-        " event_said = NULL, expansion = NULL WHERE id = ANY($1)",
+        " event_said = NULL, expansion = NULL, entities = NULL WHERE id = ANY($1)",
         [turn, undated, placed],
     )
     await owner_pool.execute("UPDATE agent_memory.fragments SET thread = 'session-1', seq = 7 WHERE id = $1", placed)
@@ -31,7 +31,7 @@ async def test_annotate_gives_old_fragments_their_place_time_and_names(memory_ap
 
     ran = await memento(system_env(servers), "admin", "annotate", "--batch", "2")
     assert ran.code == 0, ran.err
-    assert re.fullmatch(r"annotated \d+ fragment\(s\) in [\d.]+ s\n", ran.out)
+    assert re.fullmatch(r"annotated \d+ fragment\(s\) in [\d.]+ s\nentities written for \d+ fragment\(s\)\n", ran.out)
     now = {r["id"]: r for r in await owner_pool.fetch(
         f"SELECT id, {COLUMNS} FROM agent_memory.fragments WHERE id = ANY($1)", [turn, undated, placed])}  # fmt: skip
 
@@ -43,6 +43,9 @@ async def test_annotate_gives_old_fragments_their_place_time_and_names(memory_ap
     assert now[undated]["event_said"] == now[undated]["created_at"]  # no header: said when it was stored
     assert (now[placed]["thread"], now[placed]["seq"]) == ("session-1", 7)  # its session's place stays
     assert now[placed]["expansion"] == written[placed]["expansion"] == "sundays melani paint sunday"  # then stems
+    for i in (turn, undated, placed):  # the entities a write gives it (issue 53), an empty list when it names none
+        assert now[i]["entities"] == written[i]["entities"]
+    assert now[turn]["entities"] == ["s:caroline"] and now[undated]["entities"] == []
     for i in (turn, undated, placed):
         assert (now[i]["content"], now[i]["updated_at"]) == (old[i]["content"], old[i]["updated_at"])
 
@@ -75,6 +78,21 @@ async def test_annotate_stems_writes_the_expansion_of_fragments_stored_before_st
 
     again = await memento(system_env(servers), "admin", "annotate", "--stems")
     assert "expansion written afresh for 0 fragment(s)" in again.out
+
+
+async def test_annotate_gives_fragments_stored_before_0025_their_entities(memory_api, servers, owner_pool, tenant):
+    trip = await remember(memory_api, tenant, f"Jon {SAID}: Took a short trip last week to Rome with Gina", "D2:1")
+    await owner_pool.execute("UPDATE agent_memory.fragments SET entities = NULL WHERE id = $1", trip)  # before 0025
+    updated = await owner_pool.fetchval("SELECT updated_at FROM agent_memory.fragments WHERE id = $1", trip)
+
+    ran = await memento(system_env(servers), "admin", "annotate")
+    assert ran.code == 0, ran.err
+    assert re.search(r"entities written for [1-9]\d* fragment\(s\)", ran.out)
+    row = await owner_pool.fetchrow("SELECT entities, updated_at FROM agent_memory.fragments WHERE id = $1", trip)
+    assert row["entities"] == ["=named", "=place", "n:gina", "p:rome", "s:jon"] and row["updated_at"] == updated
+
+    again = await memento(system_env(servers), "admin", "annotate")
+    assert "entities written for 0 fragment(s)" in again.out
 
 
 async def test_annotate_refuses_a_batch_below_one(servers):

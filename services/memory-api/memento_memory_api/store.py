@@ -19,7 +19,7 @@ from memento_shared.errors import not_found
 from memento_shared.text.tokenizer import count_tokens
 
 SUPERSEDED_IMPORTANCE_FACTOR = 0.5
-ANNOTATION = ("thread", "seq", "event_from", "event_to", "event_said", "expansion")
+ANNOTATION = ("thread", "seq", "event_from", "event_to", "event_said", "expansion", "entities")
 
 
 def new_row(ctx: ToolContext, content: str, **fields: Any) -> dict[str, Any]:
@@ -55,6 +55,7 @@ def annotation_fields(
         "event_to": noted.event_to,
         "event_said": noted.event_said,
         "expansion": noted.expansion or None,
+        "entities": noted.entities,
     }
 
 
@@ -108,7 +109,7 @@ async def supersede_with_new(ctx: ToolContext, uow: UnitOfWork, row: Any, change
     its state archived and its importance halved, linked original -superseded_by-> new; the new row's event is
     emitted and its keywords indexed in L1 after commit. Returns the new id and the archived version's number."""
     kept = ("content", "topic", "keywords", "type", "importance", "is_anchor", "keywords_given", "case_id", "thread",
-            "seq", "event_from", "event_to", "event_said", "expansion")  # fmt: skip
+            "seq", "event_from", "event_to", "event_said", "expansion", "entities")  # fmt: skip
     merged = {k: row[k] for k in kept} | changes
     fragment = {
         **merged,

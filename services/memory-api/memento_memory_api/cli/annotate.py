@@ -8,6 +8,9 @@ time), so the fragments without one are exactly those to annotate, and a second 
 embedding and keywords are not touched. Run once after upgrading; batches commit one by one, so the service keeps
 serving meanwhile and an interrupted run resumes where it stopped.
 
+Fragments written before migration 0025 get the entities they link by (text.links; issue 53's second hop) in a pass
+of their own: those whose `entities` is NULL (a fragment naming none gets an empty list, so a second run finds none).
+
 `--stems` (issue 53) writes every fragment's expansion afresh, now ending with the stems its words do not spell
 (text.stems), and the stems of its LLM facts, so a question's "camped" finds a memory stored before the upgrade that
 says "camping"; only rows whose expansion changes are written, so a second run writes none.
@@ -17,11 +20,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import sys
 import time
 from typing import Any
 
 from memento_memory_api.store import ANNOTATION, annotation_fields
+from memento_memory_api.text.links import entity_tokens
 from memento_shared.db.pool import create_pool
 from memento_shared.db.rls import set_system
 from memento_shared.settings import cli_settings
@@ -34,10 +39,18 @@ WHERE event_said IS NULL AND id > $1 ORDER BY id LIMIT $2
 _UPDATE = """
 UPDATE agent_memory.fragments f
 SET thread = coalesce(f.thread, u.thread), seq = CASE WHEN f.thread IS NULL THEN u.seq ELSE f.seq END,
-    event_from = u.event_from, event_to = u.event_to, event_said = u.event_said, expansion = u.expansion
-FROM unnest($1::text[], $2::text[], $3::bigint[], $4::timestamptz[], $5::timestamptz[], $6::timestamptz[], $7::text[])
-    AS u(id, thread, seq, event_from, event_to, event_said, expansion)
+    event_from = u.event_from, event_to = u.event_to, event_said = u.event_said, expansion = u.expansion,
+    entities = ARRAY(SELECT jsonb_array_elements_text(u.entities::jsonb))
+FROM unnest($1::text[], $2::text[], $3::bigint[], $4::timestamptz[], $5::timestamptz[], $6::timestamptz[], $7::text[],
+            $8::text[])
+    AS u(id, thread, seq, event_from, event_to, event_said, expansion, entities)
 WHERE f.id = u.id AND f.event_said IS NULL
+"""
+_UNLINKED = "SELECT id, content FROM agent_memory.fragments WHERE entities IS NULL AND id > $1 ORDER BY id LIMIT $2"
+_ENTITIES = """
+UPDATE agent_memory.fragments f SET entities = ARRAY(SELECT jsonb_array_elements_text(u.entities::jsonb))
+FROM unnest($1::text[], $2::text[]) AS u(id, entities)
+WHERE f.id = u.id AND f.entities IS NULL
 """
 
 
@@ -75,8 +88,19 @@ async def annotate_all(batch: int, stems: bool = False) -> int:
                 if not rows:
                     break
                 noted = [annotation_fields(r["content"], r["source"], None, r["created_at"]) for r in rows]
-                columns = [[r["id"] for r in rows]] + [[n[f] for n in noted] for f in ANNOTATION]
+                columns = [[r["id"] for r in rows]] + [[n[f] for n in noted] for f in ANNOTATION if f != "entities"]
+                columns.append([json.dumps(n["entities"]) for n in noted])
                 done += int((await conn.execute(_UPDATE, *columns)).split()[-1])
+            after = rows[-1]["id"]
+        after, linked = "", 0
+        while True:
+            async with pool.acquire() as conn, conn.transaction():
+                await set_system(conn)
+                rows = await conn.fetch(_UNLINKED, after, batch)
+                if not rows:
+                    break
+                tokens = [json.dumps(entity_tokens(r["content"])) for r in rows]
+                linked += int((await conn.execute(_ENTITIES, [r["id"] for r in rows], tokens)).split()[-1])
             after = rows[-1]["id"]
         after, restemmed = "", 0
         while stems:
@@ -93,6 +117,7 @@ async def annotate_all(batch: int, stems: bool = False) -> int:
     finally:
         await pool.close()
     sys.stdout.write(f"annotated {done} fragment(s) in {time.monotonic() - started:.1f} s\n")
+    sys.stdout.write(f"entities written for {linked} fragment(s)\n")
     if stems:
         sys.stdout.write(f"expansion written afresh for {restemmed} fragment(s)\n")
     return 0

@@ -22,12 +22,12 @@ from opentelemetry import trace
 
 from memento_memory_api.context import ToolContext
 from memento_memory_api.embedding_client import EmbeddingUnavailable
-from memento_memory_api.recall import fresh, l1, lexical, relevance, rounds, vector
+from memento_memory_api.recall import fresh, hops, l1, lexical, relevance, rounds, vector
 from memento_memory_api.recall.filters import NO_FILTERS, Filters
 from memento_memory_api.recall.fusion import rrf
 from memento_memory_api.recall.question import question
 from memento_memory_api.repositories import fragments as repo
-from memento_memory_api.text import annotate
+from memento_memory_api.text import annotate, links
 from memento_memory_api.uow import UnitOfWork
 from memento_shared.telemetry.metrics import SEARCH_LATENCY
 
@@ -68,6 +68,8 @@ class Found:
     part_lists: list[list[str]] = field(default_factory=list)  # the lexical list of each part of a multi-part question
     rounds: list[str] = field(default_factory=list)  # the rounds list (recall.rounds), fused at `rounds_weight`
     rounds_weight: float = 0.0
+    hops: list[str] = field(default_factory=list)  # the second hop's list (recall.hops), fused at `hop_weight`
+    hop_weight: float = 0.0
     fresh: list[str] = field(default_factory=list)  # the caller's rows without a vector yet, scored here (recall.fresh)
     partial: bool = False  # meaning search left something out: no question vector, or a fresh row it could not score
 
@@ -81,7 +83,7 @@ class Found:
 
     def best_score(self) -> float:
         """The fused score of a row ranked first in every list: what `fused` scores are fractions of."""
-        return (len(self.ranked) + self.context_weight + self.rounds_weight) / (RRF_K + 1)
+        return (len(self.ranked) + self.context_weight + self.rounds_weight + self.hop_weight) / (RRF_K + 1)
 
 
 @asynccontextmanager
@@ -242,6 +244,7 @@ async def _by_text(
         # vector is ready (a cached question's is), so a question asked again is ordered the same
         first = [found.rows[i] for i in lexical_ids[: tuning.candidates] if i in found.rows]
         near = await relevance.read_neighbours(conn, scope, agents, first, tuning.window, query.filters)
+    hop = await _hop_rows(ctx, query, conn, agents, lexical_ids, found, tuning, strategy is not None)
     want = relevance.wanted(query.text, expanded, stems=tuning.stems) if query.text and query.lexical else None
     # the context list of the rows known so far, scored while the model works rather than after the vector list
     known = None
@@ -267,6 +270,7 @@ async def _by_text(
         if want is not None and tuning.rounds > 0:
             # the index's rows only: fresh ones have no stored vector to sum
             await _rounds(ctx, query, conn, agents, hits, query_vector, found, near)
+        _hop_list(found, near, hop, want, query_vector)
     elif strategy is not None:
         await vector.release(conn, strategy)
     if embedding is not None and query_vector is None:
@@ -290,6 +294,37 @@ async def _rounds(
     for i, row in rows.items():
         if i not in found.rows:
             near[1].setdefault(i, row)
+
+
+async def _hop_rows(
+    ctx: ToolContext, query: Query, conn: Any, agents: list[str] | None, lexical_ids: list[str], found: Found,
+    tuning: relevance.Tuning, by_meaning: bool,
+) -> tuple[links.Asked, list[str], list[Any]] | None:  # fmt: skip
+    """The second hop's rows (recall.hops), read while the model embeds the question, when the question asks for a
+    list of things about someone (and is searched by meaning too: the hop is ranked with its vector); else None."""
+    wanted = by_meaning and query.text and query.lexical and tuning.hop > 0
+    ask = links.asked(query.text) if wanted and query.text else None
+    if ask is None:
+        return None
+    followed = hops.links_of([found.rows[i] for i in lexical_ids[: hops.SEEDS] if i in found.rows], ask)
+    profile = ctx.profile
+    rows = await hops.read(conn, ctx.scope, agents, profile.id, profile.dimension, ask, followed, query.filters)
+    return ask, followed, rows
+
+
+def _hop_list(
+    found: Found, near: Near, hop: tuple[links.Asked, list[str], list[Any]] | None, want: relevance.Wanted | None,
+    query_vector: Any,
+) -> None:  # fmt: skip
+    """The second hop's list, ranked now that the question's vector is there; its rows join the neighbours read, to
+    join the answer if the order scores them."""
+    if hop is None or want is None:
+        return
+    ask, followed, rows = hop
+    found.hops = hops.rank(rows, ask, followed, want.terms, query_vector)
+    for row in rows:
+        if row["id"] not in found.rows:
+            near[1].setdefault(row["id"], row)
 
 
 async def _with_fresh(
@@ -321,13 +356,16 @@ def _arrange(
     the rows and the neighbours read, then time and lifts apply; the neighbours it scored join the rows."""
     neighbours, near_rows = near
     rows = near_rows | found.rows  # a row a list found keeps its own record
-    found.order = relevance.order(found.ranked, rows, neighbours, want, tuning, found.part_lists, known, found.rounds)
+    found.order = relevance.order(
+        found.ranked, rows, neighbours, want, tuning, found.part_lists, known, found.rounds, found.hops
+    )
     for i, _ in found.order:  # the neighbours the context or a lift scored join the answer's rows; the others are none
         if i not in found.rows:
             found.rows[i] = rows[i]
             found.tiers[i] = "L3"
     found.context_weight = tuning.context_weight if want.terms else 0.0
     found.rounds_weight = tuning.rounds if found.rounds else 0.0
+    found.hop_weight = tuning.hop if found.hops else 0.0
 
 
 async def _fetch_missing(conn: Any, query: Query, ids: list[str], found: Found) -> None:

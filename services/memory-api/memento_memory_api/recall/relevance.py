@@ -71,6 +71,8 @@ class Tuning:
     rounds: float = 1.0  # the weight of the rounds list (recall.rounds); 0: none read
     context_floor: float = 0.2  # rows scoring under this share of the best are left out of the context list
     stems: bool = True  # words compared by their stems (text.stems)
+    hop: float = 1.0  # the weight of the second hop's list (recall.hops); 0: none read
+    hop_keep: int = 3  # the best rows before the hop keep their places (its rows go below them)
 
     @classmethod
     def of(cls, settings: Any, k: float) -> Tuning:
@@ -89,6 +91,8 @@ class Tuning:
             rounds=settings.recall_rounds,
             context_floor=settings.recall_context_floor,
             stems=settings.recall_stems,
+            hop=settings.recall_hop,
+            hop_keep=settings.recall_hop_keep,
         )
 
     @property
@@ -221,12 +225,14 @@ def order(
     part_lists: Sequence[Sequence[str]] = (),
     known: Context | None = None,
     rounds: Sequence[str] = (),
+    hops: Sequence[str] = (),
 ) -> list[tuple[str, float]]:
     """(id, score) best first over the ranked lists' rows and the neighbours read for them (`neighbours`: id -> its
     neighbours' ids, nearest first on either side; every id in `rows`); `part_lists`, the lexical lists of a
     multi-part question's parts, weigh `decompose` each; `known`, the context of the rows known before the vector list
     (the listed rows the context did not see are scored by their own words), else one made here of every list;
-    `rounds`, the rounds list (recall.rounds), weighs `tuning.rounds`."""
+    `rounds`, the rounds list (recall.rounds), weighs `tuning.rounds`; `hops`, the second hop's list (recall.hops),
+    weighs `tuning.hop`, below the `tuning.hop_keep` best rows before it."""
     lists = [[i for i in r if i in rows] for r in ranked]
     weights = [1.0] * len(lists)
     for part in part_lists:
@@ -251,7 +257,22 @@ def order(
         for i in scores:
             if asks(rows[i]):
                 scores[i] *= 1 - tuning.question_discount
+    if hops and tuning.hop > 0:
+        _hop(scores, [i for i in hops if i in rows], tuning)
     return sorted(scores.items(), key=lambda pair: (-pair[1], pair[0]))
+
+
+def _hop(scores: dict[str, float], hops: list[str], tuning: Tuning) -> None:
+    """The second hop's list fused in place, at `hop`; the `hop_keep` best rows before it keep their places: a row
+    the hop lifts to their level goes just below them, in the order it reached (recall.hops)."""
+    kept = {i for i, _ in _best(scores, tuning.hop_keep)} if tuning.hop_keep > 0 and scores else set()
+    for rank, i in enumerate(hops, start=1):
+        scores[i] = scores.get(i, 0.0) + tuning.hop / (tuning.k + rank)
+    if kept:
+        floor = min(scores[i] for i in kept)
+        over = sorted((i for i in scores if i not in kept and scores[i] >= floor), key=lambda i: (-scores[i], i))
+        for n, i in enumerate(over, start=1):
+            scores[i] = floor * (1 - 1e-6 * n)
 
 
 def _lift(scores: dict[str, float], rows: dict[str, Any], neighbours: dict[str, list[str]], tuning: Tuning) -> None:

@@ -20,7 +20,7 @@ COLUMNS = (
     "id, content, topic, type, keywords, importance, ttl_tier, is_anchor, created_at, accessed_at,"
     " estimated_tokens, agent_id, access_count, source, content_hash, confidence, supersedes, superseded_by,"
     " updated_at, expires_at, linkages, case_id, keywords_given, thread, seq, event_from, event_to, event_said,"
-    " expansion, facts"
+    " expansion, facts, entities"
 )
 
 
@@ -60,9 +60,9 @@ async def insert(conn: asyncpg.Connection, row: dict[str, Any]) -> str | None:
     return await conn.fetchval(
         "INSERT INTO agent_memory.fragments (id, tenant_id, workspace, agent_id, content, topic, keywords, type,"
         " importance, content_hash, source, ttl_tier, estimated_tokens, is_anchor, confidence, expires_at, linkages,"
-        " case_id, keywords_given, thread, seq, event_from, event_to, event_said, expansion)"
+        " case_id, keywords_given, thread, seq, event_from, event_to, event_said, expansion, entities)"
         " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21,"
-        " $22, $23, $24, $25)"
+        " $22, $23, $24, $25, $26)"
         " ON CONFLICT (tenant_id, workspace, agent_id, content_hash) DO NOTHING RETURNING id",
         row["id"],
         row["tenant_id"],
@@ -89,6 +89,7 @@ async def insert(conn: asyncpg.Connection, row: dict[str, Any]) -> str | None:
         row.get("event_to"),
         row.get("event_said"),
         row.get("expansion"),
+        row.get("entities"),
     )
 
 
@@ -408,6 +409,7 @@ async def update(conn: asyncpg.Connection, fragment_id: str, changes: dict[str, 
         "event_to",
         "event_said",
         "expansion",
+        "entities",
     }
     if not changes or set(changes) - allowed:
         raise ValueError(f"bad update columns: {sorted(set(changes) - allowed)}")

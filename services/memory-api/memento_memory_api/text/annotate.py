@@ -13,6 +13,7 @@
   spelled out ("may 2023 2023-05-07 sunday"), the names, then keyphrases; lower case, deduplicated, at most 40 words
   (the tail is cut); then the stems of the content's words that its words do not already spell ("camping" ->
   "camp"; text.stems), at most 80, so the full-text index finds a memory by a question's word in another form.
+- entities: the tokens it links by (text.links; issue 53): its speaker, names and places, and the kinds it names.
 
 `query_expansion(question, now)` spells a question's names and dates the same way, for the lexical search.
 Pure functions, no I/O.
@@ -27,6 +28,7 @@ from functools import lru_cache
 
 from memento_memory_api.text.dates import TimeRange, mentions
 from memento_memory_api.text.entities import extract, question_names, split_header
+from memento_memory_api.text.links import entity_tokens
 from memento_shared.text.keywords import STOPWORDS
 from memento_shared.text.stems import content_stems
 
@@ -56,6 +58,7 @@ class Annotation:
     event_to: datetime | None
     event_said: datetime  # the text's dated header, if any, else written_at
     expansion: str  # speaker, dates spelled out, names, keyphrases: searched at the lowest weight
+    entities: list[str]  # the tokens it links by (text.links)
 
 
 def _place(source: str | None, session_id: str | None, written_at: datetime) -> tuple[str | None, int | None]:
@@ -205,6 +208,7 @@ def annotate(
         event_to=event[1] if event else None,
         event_said=event_said,
         expansion=_with_stems(_words(parts), content) if stems else _words(parts),
+        entities=entity_tokens(content, entities),
     )
 
 

@@ -174,11 +174,29 @@ KO_NOT_NAMES = frozenset(
 )
 
 # Korean places and organisations common enough to list: found before any particle.
-KO_KNOWN_NAMES = frozenset(
+KO_PLACES = frozenset(
     """서울 부산 대구 인천 광주 대전 울산 세종 제주 제주도 경기도 강원도 강남 강북 홍대 판교 분당 수원 성남 일산 해운대
     경주 전주 여수 속초 춘천 한국 일본 중국 미국 영국 프랑스 독일 캐나다 호주 베트남 태국 대만 홍콩 싱가포르 유럽 아시아
-    도쿄 오사카 교토 뉴욕 파리 런던 베를린 베이징 상하이 방콕 하와이 삼성 현대 카카오 네이버 쿠팡 배민 구글 애플
-    아마존 넷플릭스 유튜브 인스타그램 페이스북 스타벅스""".split()
+    도쿄 오사카 교토 뉴욕 파리 런던 베를린 베이징 상하이 방콕 하와이""".split()
+)
+KO_KNOWN_NAMES = KO_PLACES | frozenset(
+    """삼성 현대 카카오 네이버 쿠팡 배민 구글 애플 아마존 넷플릭스 유튜브 인스타그램 페이스북 스타벅스""".split()
+)
+
+# Places a name is taken to be wherever it stands (text.links): countries, US states, regions and large cities, lower
+# case; a name of several words counts when one of its words is listed ("New York City", "Smoky Mountains" by its cue).
+PLACES = frozenset(
+    """afghanistan africa alabama alaska amsterdam argentina arizona arkansas asia athens atlanta austin australia
+    austria bali bangkok barcelona beijing belgium berlin boston brazil brooklyn budapest cairo california canada
+    cancun caribbean chicago chile china colorado connecticut copenhagen croatia cuba dallas delaware denmark denver
+    detroit dubai dublin edinburgh egypt england europe finland florida france georgia germany greece hawaii hollywood
+    houston hungary iceland idaho illinois india indiana indonesia iowa iran iraq ireland israel istanbul italy jamaica
+    japan kansas kentucky kenya korea lisbon london louisiana madrid maine manhattan maryland massachusetts melbourne
+    mexico miami michigan minnesota mississippi missouri montana montreal morocco moscow nashville nebraska nepal
+    netherlands nevada nigeria norway ohio oklahoma oregon orlando paris pennsylvania peru philadelphia philippines
+    phoenix poland portland portugal prague quebec rome russia scotland seattle seoul singapore spain stockholm sweden
+    switzerland sydney taiwan tennessee texas thailand tokyo toronto turkey ukraine utah vancouver vegas vermont venice
+    vienna vietnam virginia wales washington wisconsin wyoming yellowstone yosemite""".split()
 )
 
 # Korean verb and adjective endings: a word ending so is not the first noun of a keyphrase.

@@ -1,0 +1,128 @@
+"""The second hop (issue 53 item 1-2): for a question asking for a list of things about someone ("Which cities has
+John been to?", "What books has Tim read?"; text.links.asked), the memories about that person that name the kind of
+thing asked for, or that name what the first hop's best rows name.
+
+Such answers sit in several memories, sessions apart, that share the person and the kind of thing but few words with
+the question ("I was in Chicago, it was awesome!"): the lexical and vector lists find one or two, and this list the
+rest. Read by one statement on the entities index (fragments.entities, migration 0025) while the model embeds the
+question: the rows holding one of the person's tokens and either a token of the kind asked for or one of the links of
+the lexical list's first `SEEDS` rows (their names and places: pseudo-relevance feedback, the entities the first hop
+found), the newest `LIMIT`, with their stored vectors. Once the question's vector is there, each is scored by the
+strength of what it holds: 1 per kind asked for, each shared link weighed by its rarity among the rows read (a fifth
+of it), half a point per word of the question, and five times its cosine to the question. The best `KEEP` are fused
+as one more list at `RECALL_HOP` (relevance.order), below the `RECALL_HOP_KEEP` best rows of the first hop, which the
+hop never moves: it can add answers, never push out a strong direct hit.
+
+On the development conversations (bench/README.md, "LoCoMo: the second hop"): multi-hop recall@10 up, the other
+categories unchanged, as only list questions read it.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from collections.abc import Sequence
+from functools import lru_cache
+from typing import Any
+
+import asyncpg
+import numpy as np
+
+from memento_memory_api.recall.filters import Filters
+from memento_memory_api.recall.relevance import filter_conditions, optional_values, row_words
+from memento_memory_api.repositories import fragments as repo
+from memento_memory_api.text.links import Asked
+from memento_memory_api.uow import Scope
+
+SEEDS = 5  # the lexical list's first rows whose links are followed
+LIMIT = 200  # rows read, newest first
+KEEP = 30  # rows ranked in the list
+_PROFILE = re.compile(r"^[a-z0-9_]+$")
+_OPTIONAL = ("agents", "topic", "type", "tags", "narrow")
+FIRST_FILTER = 6
+_LINKS = ("n:", "p:")
+
+
+@lru_cache(maxsize=128)
+def hop_sql(profile_id: str, dimension: int, given: frozenset[str], superseded: bool) -> str:
+    """The hop's statement with only the filters a search gives (as relevance.neighbours_sql). Parameters: tenant
+    ($1), workspace ($2), the person's tokens ($3), the kinds' and the links' tokens ($4), the limit ($5), then the
+    filters given."""
+    if not _PROFILE.match(profile_id):
+        raise ValueError(f"bad profile id {profile_id!r}")
+    where = " AND ".join([*filter_conditions(given, FIRST_FILTER), repo.live("f", "true" if superseded else "false")])
+    columns = ", ".join("f." + c.strip() for c in repo.COLUMNS.split(","))
+    return f"""
+SELECT {columns}, e.embedding::vector({dimension}) AS hop_vector FROM agent_memory.fragments f
+LEFT JOIN agent_memory.fragment_embeddings e ON e.fragment_id = f.id AND e.profile_id = '{profile_id}'
+  AND e.tenant_id = $1
+WHERE f.tenant_id = $1 AND f.workspace = $2 AND f.entities && $3::text[] AND f.entities && $4::text[]
+  AND {where}
+ORDER BY f.created_at DESC, f.id DESC LIMIT $5
+"""
+
+
+def links_of(first: Sequence[Any], ask: Asked) -> list[str]:
+    """The names and places the first hop's best rows hold, but the question's own names."""
+    found: dict[str, None] = {}
+    for row in first[:SEEDS]:
+        for token in row["entities"] or ():
+            if token.startswith(_LINKS) and token[2:] not in ask.names:
+                found[token] = None
+    return list(found)
+
+
+async def read(
+    conn: asyncpg.Connection,
+    scope: Scope,
+    agents: list[str] | None,
+    profile_id: str,
+    dimension: int,
+    ask: Asked,
+    links: list[str],
+    filters: Filters,
+) -> list[Any]:
+    """The rows the hop may rank (module docstring), newest first, each with its stored vector (None if none yet)."""
+    if not ask.kinds and not links:
+        return []
+    values = optional_values(agents, filters)
+    given = [name for name in _OPTIONAL if values[name] is not None]
+    rows: list[Any] = await conn.fetch(
+        hop_sql(profile_id, dimension, frozenset(given), filters.superseded),
+        scope.tenant_id,
+        scope.workspace,
+        list(ask.subjects),
+        [*ask.kinds, *links],
+        LIMIT,
+        *(values[name] for name in given),
+    )
+    return rows
+
+
+def rank(rows: Sequence[Any], ask: Asked, links: list[str], terms: frozenset[str], query_vector: Any) -> list[str]:
+    """The hop's list, strongest first (module docstring): at most KEEP ids."""
+    if not rows:
+        return []
+    # a name some row read is spoken by is a person in the conversation, no link to follow (the other speaker)
+    speakers = {t[2:] for r in rows for t in r["entities"] if t.startswith("s:")}
+    followed = {t for t in links if t[2:] not in speakers}
+    held = Counter(t for r in rows for t in r["entities"] if t in followed)
+    weight = {t: max(math.log((len(rows) + 1) / (held[t] + 0.5)), 0.0) for t in held}
+    query = np.asarray(query_vector, dtype=np.float32) if query_vector is not None else None
+    scored = []
+    for r in rows:
+        tokens = set(r["entities"])
+        strength = sum(1.0 for k in ask.kinds if k in tokens) + math.fsum(weight[t] for t in tokens & held.keys()) / 5
+        strength += 0.5 * len(row_words(r) & terms)
+        if query is not None and r["hop_vector"] is not None:
+            strength += 5.0 * _cosine(query, r["hop_vector"])
+        scored.append((-strength, r["id"]))
+    scored.sort()
+    return [i for _, i in scored[:KEEP]]
+
+
+def _cosine(a: np.ndarray, b: Any) -> float:
+    v = np.asarray(b, dtype=np.float32)
+    norm = float(np.linalg.norm(a) * np.linalg.norm(v))
+    return float(a @ v) / norm if norm else 0.0
