@@ -37,12 +37,12 @@ def at_cosine(cosine: float) -> np.ndarray:
     return (cosine * Q + np.sqrt(1 - cosine**2) * u).astype(np.float32)
 
 
-def embedder(delay_s: float = 0.0) -> Loopback:
-    """POST /v1/embeddings as the embedder answers memory-api: the query's vector, in the profile asked for (after
+def embedder(delay_s: float = 0.0, query: str = QUERY) -> Loopback:
+    """POST /v1/embeddings as the embedder answers memory-api: `query`'s vector, in the profile asked for (after
     `delay_s`, as a model takes its time)."""
 
     async def answer(_request, body: dict) -> dict:
-        assert body["input"] == [QUERY] and body["input_type"] == "query"
+        assert body["input"] == [query] and body["input_type"] == "query"
         await asyncio.sleep(delay_s)
         return {"data": [{"index": 0, "embedding": Q.tolist()}], "profile": body["profile"]}
 
@@ -50,8 +50,8 @@ def embedder(delay_s: float = 0.0) -> Loopback:
 
 
 @contextlib.asynccontextmanager
-async def memory_api_with(servers, delay_s: float = 0.0, **env: str) -> AsyncIterator[MemoryApi]:
-    with embedder(delay_s) as loopback:
+async def memory_api_with(servers, delay_s: float = 0.0, query: str = QUERY, **env: str) -> AsyncIterator[MemoryApi]:
+    with embedder(delay_s, query) as loopback:
         async with memory_api_on(servers.settings(EMBEDDER_URL=loopback.url, **env)) as api:
             yield api
 

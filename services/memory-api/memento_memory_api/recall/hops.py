@@ -123,6 +123,6 @@ def rank(rows: Sequence[Any], ask: Asked, links: list[str], terms: frozenset[str
 
 
 def _cosine(a: np.ndarray, b: Any) -> float:
-    v = np.asarray(b, dtype=np.float32)
+    v = np.asarray(b.to_numpy() if hasattr(b, "to_numpy") else b, dtype=np.float32)  # pgvector's Vector, or an array
     norm = float(np.linalg.norm(a) * np.linalg.norm(v))
     return float(a @ v) / norm if norm else 0.0
