@@ -282,7 +282,8 @@ FROM_DEFAULTS = {v for v in VARIANTS if v.startswith(_DEFAULTS_CHANGED)}
 TUNING = ["shipped", "first", "context_0.5", "context_2", "share_0.3", "share_0.8", "lift_0.5", "lift_0.85", "time_0.6",
           "decompose_0.5", "decompose_1", "candidates_15", "window_1", "lift_0.5_context_2", "lift_0.5_time_0.6",
           "lift_0.5_top_3", "lift_0.5_context_2_time_0.6", "lift_0.5_context_2_time_0.6_candidates_15", "issue28",
-          "answer_lift_0.7", "question_discount_0.35", "rounds_0.5", "defaults_decompose_0.5", "hop_3", "hop_12"]  # fmt: skip
+          "answer_lift_0.7", "question_discount_0.35", "rounds_0.5", "defaults_decompose_0.5", "hop_3",
+          "hop_12"]  # fmt: skip
 
 
 def environment(variant: str) -> dict[str, str]:
