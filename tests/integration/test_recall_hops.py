@@ -12,9 +12,9 @@ from pgvector.asyncpg import register_vector
 
 from memento_memory_api.recall import hops
 from memento_memory_api.recall.filters import Filters
-from memento_memory_api.text.links import asked
 from memento_memory_api.uow import Scope
 from memento_shared.db.rls import transaction_as
+from memento_shared.text.links import asked
 from tests.integration.test_recall_filters import DIM, PROFILE, Q, Store, memory_api_with
 
 SAID = "(1:56 pm on 8 May, 2023)"

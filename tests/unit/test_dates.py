@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memento_memory_api.text.dates import Mention, TimeRange, is_temporal_question, mentions, resolve
+from memento_shared.text.dates import Mention, TimeRange, is_temporal_question, mentions, resolve
 
 ANCHOR = datetime(2024, 3, 13, 15, 0, tzinfo=UTC)
 

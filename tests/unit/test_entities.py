@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memento_memory_api.text.entities import extract, question_names, split_header
+from memento_shared.text.entities import extract, question_names, split_header
 
 LOCOMO_TURN = (
     "Caroline (1:56 pm on 8 May, 2023): I went to a LGBTQ support group yesterday and it was so powerful. "

@@ -20,7 +20,7 @@ from memento_memory_api.recall.relevance import (
     row_words,
     wanted,
 )
-from memento_memory_api.text.dates import TimeRange
+from memento_shared.text.dates import TimeRange
 from tests.fixtures.hash_seeds import outputs_under_hash_seeds
 
 MAY = datetime(2023, 5, 8, tzinfo=UTC)

@@ -26,10 +26,10 @@ import time
 from typing import Any
 
 from memento_memory_api.store import ANNOTATION, annotation_fields
-from memento_memory_api.text.links import entity_tokens
 from memento_shared.db.pool import create_pool
 from memento_shared.db.rls import set_system
 from memento_shared.settings import cli_settings
+from memento_shared.text.links import entity_tokens
 
 _UNANNOTATED = """
 SELECT id, content, source, created_at FROM agent_memory.fragments

@@ -15,9 +15,9 @@ from memento_memory_api.context import ToolContext
 from memento_memory_api.recall import engine, pages, seen
 from memento_memory_api.recall.filters import Filters
 from memento_memory_api.repositories import fragments as repo
-from memento_memory_api.text import dates
 from memento_shared.errors import invalid
 from memento_shared.telemetry.metrics import RECALL_TIER_HITS
+from memento_shared.text import dates
 from memento_shared.text.keywords import normalise_keywords
 from memento_shared.tools.fragments import RecallArgs
 

@@ -27,9 +27,10 @@ from memento_memory_api.recall.filters import NO_FILTERS, Filters
 from memento_memory_api.recall.fusion import rrf
 from memento_memory_api.recall.question import question
 from memento_memory_api.repositories import fragments as repo
-from memento_memory_api.text import annotate, links
+from memento_memory_api.text import annotate
 from memento_memory_api.uow import UnitOfWork
 from memento_shared.telemetry.metrics import SEARCH_LATENCY
+from memento_shared.text import links
 
 log = logging.getLogger(__name__)
 CANDIDATES = 50

@@ -32,8 +32,8 @@ import numpy as np
 from memento_memory_api.recall.filters import Filters
 from memento_memory_api.recall.relevance import filter_conditions, optional_values, row_words
 from memento_memory_api.repositories import fragments as repo
-from memento_memory_api.text.links import Asked
 from memento_memory_api.uow import Scope
+from memento_shared.text.links import Asked
 
 SEEDS = 5  # the lexical list's first rows whose links are followed
 LIMIT = 200  # rows read, newest first

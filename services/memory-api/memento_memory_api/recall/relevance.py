@@ -46,8 +46,8 @@ import asyncpg
 from memento_memory_api.recall.filters import Filters
 from memento_memory_api.recall.fusion import rrf_scores
 from memento_memory_api.repositories import fragments as repo
-from memento_memory_api.text import dates
 from memento_memory_api.uow import Scope
+from memento_shared.text import dates
 from memento_shared.text.keywords import STOPWORDS
 from memento_shared.text.stems import stem
 

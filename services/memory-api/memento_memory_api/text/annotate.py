@@ -7,7 +7,7 @@
   otherwise the MCP session: thread "session:<id>", place = microseconds since the epoch of written_at; else none.
 - event_said: the text's own dated header ("Caroline (1:56 pm on 8 May, 2023): ...", "[2023-05-08] ...",
   "2023년 5월 8일: ...") with its time of day if it gives one, else written_at. It is the anchor for the body's dates.
-- event_from, event_to: the union of the body's date mentions (memento_memory_api.text.dates), resolved against
+- event_from, event_to: the union of the body's date mentions (memento_shared.text.dates), resolved against
   event_said; None when the body names no time. The header's own date is not an event.
 - expansion: words searched beside the content at the lowest weight: the speaker, the header date and the event range
   spelled out ("may 2023 2023-05-07 sunday"), the names, then keyphrases; lower case, deduplicated, at most 40 words
@@ -26,10 +26,10 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from functools import lru_cache
 
-from memento_memory_api.text.dates import TimeRange, mentions
-from memento_memory_api.text.entities import extract, question_names, split_header
-from memento_memory_api.text.links import entity_tokens
+from memento_shared.text.dates import TimeRange, mentions
+from memento_shared.text.entities import extract, question_names, split_header
 from memento_shared.text.keywords import STOPWORDS
+from memento_shared.text.links import entity_tokens
 from memento_shared.text.stems import content_stems
 
 __all__ = ["Annotation", "annotate", "query_expansion", "spell"]

@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import lru_cache
 
-from memento_memory_api.text import entity_words as words
-from memento_memory_api.text.dates import mentions
+from memento_shared.text import entity_words as words
+from memento_shared.text.dates import mentions
 
 __all__ = ["Entities", "Header", "extract", "question_names", "split_header"]
 

@@ -18,8 +18,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from memento_memory_api.text import entity_words as words
-from memento_memory_api.text.entities import Entities, extract, question_names
+from memento_shared.text import entity_words as words
+from memento_shared.text.entities import Entities, extract, question_names
 
 __all__ = ["Asked", "asked", "entity_tokens"]
 

@@ -1,4 +1,4 @@
-"""Word lists for memento_memory_api.text.entities (issue 28 item 3): kept apart so the extractor's code stays readable.
+"""Word lists for memento_shared.text.entities (issue 28 item 3): kept apart so the extractor's code stays readable.
 
 All lists are small on purpose: they hold the words that most often look like names and are not (capitalised words at
 a sentence start, Korean nouns that take the same particles as a name), not a lexicon.
