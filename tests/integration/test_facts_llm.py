@@ -110,6 +110,19 @@ async def test_facts_from_openai_are_written_and_found_by_recall(servers, memory
     assert CONTENT in user["content"] and "gina" in user["content"]
 
 
+async def test_the_names_the_facts_give_join_the_memorys_entities(servers, memory_api, tenant, owner_pool, logs):
+    # issue 53 item 4: what the model reads in a memory feeds the links recall's second hop follows
+    with openai_chat(answer_with([*FACTS, "Gina danced in Austin with Jon in May 2023"])) as server:
+        frag_id = await remember(memory_api, tenant)
+        written = await owner_pool.fetchval("SELECT entities FROM agent_memory.fragments WHERE id = $1", frag_id)
+        async with evaluator(servers, server, "openai") as rt:
+            await evaluate_fragment(event(frag_id), rt)
+    entities = await owner_pool.fetchval("SELECT entities FROM agent_memory.fragments WHERE id = $1", frag_id)
+    assert "s:gina" in written and "p:austin" not in written
+    assert set(written) < set(entities)  # the write's own stay
+    assert {"p:austin", "n:jon", "=place"} <= set(entities) and "n:gina" not in entities  # Gina is its speaker
+
+
 async def test_facts_from_gemini_through_google_genai(servers, memory_api, tenant, owner_pool, logs):
     with gemini(answer_with(FACTS[:1])) as server:
         frag_id = await remember(memory_api, tenant)

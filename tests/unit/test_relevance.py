@@ -274,3 +274,21 @@ def test_rows_holding_the_same_words_score_the_same_in_every_process():
         assert len(same) == 1, same
         assert len({own[n] for n in range(0, 120, 2)}) == 1
     assert len(set(outputs)) == 1
+
+
+def test_the_second_hop_never_moves_the_best_rows_before_it():
+    # issue 53: whatever the hop's list and weight, the `hop_keep` best rows keep their places, and at a weight above
+    # every other list's the hop's rows come right after them
+    rng = random.Random(531)
+    for _ in range(200):
+        rows = {f"r{n}": row(f"r{n}", rng.choice(["I went to the pottery class", "we talked"]), n) for n in range(20)}
+        lists = [rng.sample(sorted(rows), 12), rng.sample(sorted(rows), 12)]
+        keep = rng.randint(1, 5)
+        tuning = Tuning(context_weight=0, time_boost=0, lift=0, answer_lift=0, hop=rng.choice([1.0, 6.0, 16.0]))
+        before = ids(order(lists, rows, {}, want("pottery"), replace(tuning, hop=0)))
+        hop = rng.sample(sorted(rows), 6)
+        after = ids(order(lists, rows, {}, want("pottery"), replace(tuning, hop_keep=keep), hops=hop))
+        assert after[:keep] == before[:keep]
+        if tuning.hop == 16.0:  # heavier than every other list: the hop's rows follow the kept ones
+            rest = [i for i in hop if i not in before[:keep]]
+            assert set(after[keep : keep + len(rest)]) == set(rest)

@@ -15,14 +15,18 @@ from memento_evaluator.settings import EvaluatorSettings
 from memento_shared.db.rls import system_transaction
 from memento_shared.llm import LLM, from_settings
 from memento_shared.text import facts as text_facts
+from memento_shared.text.links import fact_tokens
 from memento_shared.text.stems import with_fact_stems
 from memento_shared.worker import ProviderLimiter, Runtime
 
 log = logging.getLogger(__name__)
 
 # no updated_at bump: the facts are derived, and the evaluation (verified_at >= updated_at) must stay current. The
-# expansion gains the facts' stems (text.stems.with_fact_stems), so the full-text index finds them by a stem too
-_WRITE_SQL = "UPDATE agent_memory.fragments SET facts = $2, expansion = $4 WHERE id = $1 AND content_hash = $3"
+# expansion gains the facts' stems (text.stems.with_fact_stems), so the full-text index finds them by a stem too, and
+# the entities the names they give (text.links.fact_tokens), so recall's second hop follows them too (issue 53)
+_WRITE_SQL = (
+    "UPDATE agent_memory.fragments SET facts = $2, expansion = $4, entities = $5 WHERE id = $1 AND content_hash = $3"
+)
 
 
 class FactDrawer:
@@ -64,8 +68,9 @@ async def draw_and_write(rt: Runtime, row: Any) -> str:
         else:
             joined = text_facts.joined(found)
             expansion = with_fact_stems(row["expansion"], joined)
+            entities = fact_tokens(joined or "", row["entities"] or ())
             async with rt.pool.acquire() as conn, system_transaction(conn):
-                status = await conn.execute(_WRITE_SQL, row["id"], joined, row["content_hash"], expansion)
+                status = await conn.execute(_WRITE_SQL, row["id"], joined, row["content_hash"], expansion, entities)
             outcome = "stale" if status == "UPDATE 0" else "written"
     except Exception as exc:  # never the evaluation's failure; the type only (an SDK's message may quote the text)
         log.warning("facts.failed", extra={"worker": rt.name, "error_type": type(exc).__name__})

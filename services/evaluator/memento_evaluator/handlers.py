@@ -30,7 +30,7 @@ from memento_shared.worker import Runtime
 log = logging.getLogger(__name__)
 
 _LOAD_SQL = (
-    "SELECT id, tenant_id, workspace, agent_id, content, content_hash, topic, type, expansion,"
+    "SELECT id, tenant_id, workspace, agent_id, content, content_hash, topic, type, expansion, entities,"
     " quality_score IS NOT NULL AND verified_at >= updated_at AS judged, facts IS NOT NULL AS has_facts"
     " FROM agent_memory.fragments WHERE id = $1"
 )

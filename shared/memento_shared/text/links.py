@@ -11,17 +11,20 @@ after "what"/"which" ("What books has Tim read?"), "both", "how many"; in Korean
 ("민수가 가 본 도시는?").
 Such answers sit in several memories that share the person and the kind but few words with the question, which is what
 the second hop (recall.hops) follows. Any other question gets None: the hop is not read.
+
+When an LLM draws a memory's facts (the evaluator), the names they give join its tokens (`fact_tokens`).
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from memento_shared.text import entity_words as words
 from memento_shared.text.entities import Entities, extract, question_names
 
-__all__ = ["Asked", "asked", "entity_tokens"]
+__all__ = ["Asked", "asked", "entity_tokens", "fact_tokens"]
 
 NAMED, PLACE = "=named", "=place"
 # a place's cue: the words right before a name ("in", "to the", "visited")
@@ -47,9 +50,10 @@ _LIST_ASK = re.compile(
 )
 
 
-def entity_tokens(content: str, entities: Entities | None = None) -> list[str]:
-    """The tokens `content` links by (module docstring), sorted; `entities` when the caller has extracted them."""
-    found = entities or extract(content)
+def entity_tokens(content: str, entities: Entities | None = None, known: Iterable[str] = ()) -> list[str]:
+    """The tokens `content` links by (module docstring), sorted; `entities` when the caller has extracted them;
+    `known`, names that count even where they open a sentence (text.entities.extract)."""
+    found = entities or extract(content, known)
     speaker = found.speaker.lower() if found.speaker else None
     tokens = {f"s:{speaker}"} if speaker else set()
     for name in found.names:
@@ -59,6 +63,16 @@ def entity_tokens(content: str, entities: Entities | None = None) -> list[str]:
         place = _is_place(name, low, content)
         tokens.update((f"p:{low}", PLACE, NAMED) if place else (f"n:{low}", NAMED))
     return sorted(tokens)
+
+
+def fact_tokens(facts: str, tokens: Iterable[str]) -> list[str]:
+    """The tokens a memory's facts (an LLM's, one a line; evaluator) add to its own `tokens`: the names they give, the
+    memory's speaker and names known ("Gina opened her studio in Austin" names Gina though she opens it)."""
+    held = list(tokens)
+    known = [t[2:] for t in held if t.startswith(("s:", "n:", "p:"))]
+    added = entity_tokens(facts, known=[k.title() for k in known] + known)
+    speakers = {t[2:] for t in held if t.startswith("s:")}
+    return sorted(set(held) | {t for t in added if not t.startswith("s:") and t[2:] not in speakers})
 
 
 def _is_place(name: str, low: str, content: str) -> bool:

@@ -263,11 +263,12 @@ def order(
 
 
 def _hop(scores: dict[str, float], hops: list[str], tuning: Tuning) -> None:
-    """The second hop's list fused in place, at `hop`; the `hop_keep` best rows before it keep their places: a row
-    the hop lifts to their level goes just below them, in the order it reached (recall.hops)."""
+    """The second hop's list fused in place, at `hop`; the `hop_keep` best rows before it keep their places and
+    scores: a row the hop lifts to their level goes just below them, in the order it reached (recall.hops)."""
     kept = {i for i, _ in _best(scores, tuning.hop_keep)} if tuning.hop_keep > 0 and scores else set()
     for rank, i in enumerate(hops, start=1):
-        scores[i] = scores.get(i, 0.0) + tuning.hop / (tuning.k + rank)
+        if i not in kept:
+            scores[i] = scores.get(i, 0.0) + tuning.hop / (tuning.k + rank)
     if kept:
         floor = min(scores[i] for i in kept)
         over = sorted((i for i in scores if i not in kept and scores[i] >= floor), key=lambda i: (-scores[i], i))

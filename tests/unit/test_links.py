@@ -1,0 +1,62 @@
+"""text.links (issue 53): the entities a memory links by, in English and Korean, and what a question asks of them."""
+
+from memento_shared.text.links import NAMED, PLACE, asked, entity_tokens, fact_tokens
+
+SAID = "(1:56 pm on 8 May, 2023)"
+
+
+def test_a_turn_links_by_its_speaker_its_names_and_its_places():
+    tokens = entity_tokens(f"Tim {SAID}: I went to a place in London a few years ago, like a Harry Potter movie!")
+    assert tokens == sorted(["s:tim", "p:london", "n:harry potter", PLACE, NAMED])
+
+
+def test_a_place_is_listed_or_follows_its_cue():
+    assert "p:rome" in entity_tokens("Jon: Took a short trip last week to Rome to clear my mind")  # listed
+    assert "p:smoky mountains" in entity_tokens("Tim: I snapped that pic on my trip to the Smoky Mountains")  # cue
+    assert "n:valorant" in entity_tokens("Nate: I was in the final of a big Valorant tournament")  # no cue before it
+    assert PLACE not in entity_tokens("Nate: I played Valorant with Joanna")
+
+
+def test_what_names_nothing_links_by_nothing_but_its_speaker():
+    assert entity_tokens("Deploys freeze on Fridays after noon") == []  # a weekday, though capitalised
+    assert entity_tokens("Caroline: thanks, that means a lot") == ["s:caroline"]
+    assert entity_tokens("Melanie: Melanie loves pottery") == ["s:melanie"]  # the speaker is no other name
+
+
+def test_a_korean_turn_links_by_its_speaker_names_and_listed_places():
+    tokens = entity_tokens("민수: 지난주에 지연이랑 부산에 다녀왔어")
+    assert tokens == sorted(["s:민수", "n:지연", "p:부산", PLACE, NAMED])
+    assert entity_tokens("민수: 오늘 회의는 길었어") == ["s:민수"]
+
+
+def test_a_list_question_asks_for_the_kind_of_thing_about_its_person():
+    where = asked("Which cities has John been to?")
+    assert where is not None and where.subjects == ("s:john", "n:john") and where.kinds == (PLACE,)
+    books = asked("What books has Tim read?")
+    assert books is not None and books.kinds == (NAMED,) and books.names == frozenset({"tim"})
+    both = asked("What animal do both Nate and Joanna like?")
+    assert both is not None and both.kinds == () and set(both.subjects) == {"s:nate", "n:nate", "s:joanna", "n:joanna"}
+    assert asked("How many children does Melanie have?") is not None
+
+
+def test_a_question_for_one_thing_or_about_no_one_gets_no_hop():
+    assert asked("What did Caroline research?") is None  # one thing, no list
+    assert asked("Which cities are the best for a holiday?") is None  # about no one
+    assert asked("When did Melanie paint a sunrise?") is None
+
+
+def test_a_korean_question_asks_by_its_kind_word():
+    city = asked("민수가 가 본 도시는?")
+    assert city is not None and city.subjects == ("s:민수", "n:민수") and city.kinds == (PLACE,)  # "도시" is no name
+    film = asked("지연이 본 영화는?")
+    assert film is not None and film.kinds == (NAMED,)
+    assert asked("민수는 뭐 했어?") is None  # no kind word: no list asked for
+
+
+def test_the_facts_names_join_the_memorys_own():
+    own = entity_tokens("Gina: I finally opened my studio downtown last week!")
+    assert own == ["s:gina"]
+    # Gina opens each fact: known, she is its speaker, so no other name; Jon and Austin are new
+    assert fact_tokens("Gina opened a studio\nGina went to Austin with Jon", own) == sorted(
+        ["s:gina", "p:austin", "n:jon", PLACE, NAMED]
+    )
