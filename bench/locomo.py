@@ -253,7 +253,7 @@ VARIANTS: dict[str, tuple[str, dict[str, str]]] = {
     "rounds_0.5": ("the defaults with the rounds list at weight 0.5", {"RECALL_ROUNDS": "0.5"}),
     "no_context_floor": ("the defaults without the context floor", {"RECALL_CONTEXT_FLOOR": "0"}),
     "no_hop": ("the defaults without the second hop", {"RECALL_HOP": "0"}),
-    "hop_3": ("the defaults with the second hop at weight 3", {"RECALL_HOP": "3"}),
+    "hop_6": ("the defaults with the second hop at weight 6", {"RECALL_HOP": "6"}),
     "hop_12": ("the defaults with the second hop at weight 12", {"RECALL_HOP": "12"}),
     "no_stems": ("the defaults without stems (words compared as written)", {"RECALL_STEMS": "false"}),
     "no_answer_lift": ("the defaults without the answer lift", {"RECALL_ANSWER_LIFT": "0"}),
@@ -282,7 +282,7 @@ FROM_DEFAULTS = {v for v in VARIANTS if v.startswith(_DEFAULTS_CHANGED)}
 TUNING = ["shipped", "first", "context_0.5", "context_2", "share_0.3", "share_0.8", "lift_0.5", "lift_0.85", "time_0.6",
           "decompose_0.5", "decompose_1", "candidates_15", "window_1", "lift_0.5_context_2", "lift_0.5_time_0.6",
           "lift_0.5_top_3", "lift_0.5_context_2_time_0.6", "lift_0.5_context_2_time_0.6_candidates_15", "issue28",
-          "answer_lift_0.7", "question_discount_0.35", "rounds_0.5", "defaults_decompose_0.5", "hop_3",
+          "answer_lift_0.7", "question_discount_0.35", "rounds_0.5", "defaults_decompose_0.5", "hop_6",
           "hop_12"]  # fmt: skip
 
 

@@ -51,15 +51,17 @@ async def _conversation(store: Store) -> dict[str, str]:
 ASKING = {"text": QUESTION, "includeLinks": False, "tokenBudget": 100_000}
 
 
-async def _ranked(servers, owner_pool, tenant: str, hop: str) -> tuple[list[str], dict[str, str]]:
-    async with memory_api_with(servers, query=QUESTION, RECALL_HOP=hop) as api:
+async def _ranked(servers, owner_pool, tenant: str, hop: str | None) -> tuple[list[str], dict[str, str]]:
+    """The conversation stored and the question asked, with the hop at weight `hop` (None: the default)."""
+    env = {"RECALL_HOP": hop} if hop is not None else {}
+    async with memory_api_with(servers, query=QUESTION, **env) as api:
         ids = await _conversation(Store(api, owner_pool, tenant))
         body = await api.call("recall", ASKING, tenant=tenant)
     return [f["id"] for f in body["result"]["fragments"]], ids
 
 
 async def test_a_list_question_finds_the_places_its_person_named(servers, owner_pool, tenant):
-    found, ids = await _ranked(servers, owner_pool, tenant, "6")
+    found, ids = await _ranked(servers, owner_pool, tenant, None)
     assert found[0] == ids["direct"]
     # by the person and the kind of thing asked for, right after the three best rows before the hop, which it keeps
     assert set(found[3:5]) == {ids["chicago"], ids["rome"]}

@@ -91,7 +91,7 @@ class MemoryApiSettings(
     recall_context_floor: float = Field(0.2, alias="RECALL_CONTEXT_FLOOR", ge=0, lt=1)
     # the second hop (recall/hops.py): the weight of its list for a question asking for a list of things about someone
     # (0: none read), and how many of the best rows before it keep their places whatever it adds
-    recall_hop: float = Field(6.0, alias="RECALL_HOP", ge=0, le=16)
+    recall_hop: float = Field(3.0, alias="RECALL_HOP", ge=0, le=16)
     recall_hop_keep: int = Field(3, alias="RECALL_HOP_KEEP", ge=0, le=20)
     # Seed 000 defaults this to false; Memento's queues need Redis, so here it only switches L1 and caching.
     redis_enabled: bool = Field(True, alias="REDIS_ENABLED")

@@ -71,7 +71,7 @@ class Tuning:
     rounds: float = 1.0  # the weight of the rounds list (recall.rounds); 0: none read
     context_floor: float = 0.2  # rows scoring under this share of the best are left out of the context list
     stems: bool = True  # words compared by their stems (text.stems)
-    hop: float = 6.0  # the weight of the second hop's list (recall.hops); 0: none read
+    hop: float = 3.0  # the weight of the second hop's list (recall.hops); 0: none read
     hop_keep: int = 3  # the best rows before the hop keep their places (its rows go below them)
 
     @classmethod
