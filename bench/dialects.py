@@ -8,6 +8,8 @@
   an assistant message of 200-400 words; one session, then 8 at once (distinct session ids). Messages come from a
   seeded generator over the corpus's names, with a few facts stated per message ("The orders-api service runs on
   port 4312."), restated across turns and sessions as a project's facts are;
+- where each measured call's time went, from the Server-Timing header of its answer (bench.stages): memory-api's
+  stages (embedding, fresh rows, pool, statements), its own work, and the hop to the client;
 - the consolidator's decay job (seed 003's relevance rescoring and expiry purge) in-process on the system's
   database, twice: the first run rewrites every row whose relevance moved, the second only what moved since.
 
@@ -36,7 +38,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
-from bench import floor
+from bench import floor, stages
 from bench.corpus import ERRORS, PEOPLE, SERVICES, TECH
 from bench.load import load
 from bench.report import (
@@ -189,11 +191,15 @@ class DialectWorkload(Workload):
         return super()._args(op)
 
 
-def gateway_client(system: System, profile: str, workspace: str = WORKSPACE) -> Client:
+def gateway_client(
+    system: System, profile: str, workspace: str = WORKSPACE, seen: stages.LastTiming | None = None
+) -> Client:
+    """An MCP client of the gateway; with `seen`, each tool call's Server-Timing is kept there (bench.stages)."""
     headers = {"Authorization": f"Bearer {system.secrets['access_key']}", "X-Memento-Workspace": workspace}
     url = f"{system.info['mcp_url']}?profile={profile}"
+    http = create_mcp_http_client(headers=headers)
     # the handshake (2025-11-25 sessions), as every earlier run measured: the ping floor exists only there
-    return Client(streamable_http_client(url, http_client=create_mcp_http_client(headers=headers)), mode="legacy")
+    return Client(streamable_http_client(url, http_client=seen.attach(http) if seen else http), mode="legacy")
 
 
 async def call(client: Client, tool: str, arguments: dict) -> dict:
@@ -302,17 +308,20 @@ def item(role: str, text: str) -> dict:
 
 
 async def session_loop(
-    system: System, session: str, talk: list[tuple[str, str]], before: list[float], after: list[float]
+    system: System, session: str, talk: list[tuple[str, str]], before: list[float], after: list[float], timed: dict
 ) -> None:
     """One client's session, as a seed-004 client runs it: before_turn, the model (here: the prepared answer),
-    after_turn with before's input_items."""
-    async with gateway_client(system, "lifecycle") as client:
+    after_turn with before's input_items. `timed` gets (latency, Server-Timing) per measured call of each."""
+    seen = stages.LastTiming()
+    async with gateway_client(system, "lifecycle", seen=seen) as client:
         for turn, (said, reply) in enumerate(talk):
+            seen.take()
             started = time.perf_counter()
             prepared = await call(
                 client, "memory_before_turn", {"session_id": session, "current_input": [item("user", said)]}
             )
             between = time.perf_counter()
+            before_timing = seen.take()
             await call(
                 client,
                 "memory_after_turn",
@@ -326,6 +335,8 @@ async def session_loop(
             if turn >= WARM_TURNS:
                 before.append(between - started)
                 after.append(time.perf_counter() - between)
+                timed["before"].append((before[-1], before_timing))
+                timed["after"].append((after[-1], seen.take()))
 
 
 async def db_now(system: System) -> datetime:
@@ -371,14 +382,16 @@ async def turn_loop(system: System, seed: str, run: str, sessions: int, turns: i
     after: list[float] = []
     names = [f"bench-{run}-s{sessions}-{k}" for k in range(sessions)]
     talks = {name: conversation(seed, name, turns, project) for name in names}
+    timed: dict[str, list] = {"before": [], "after": []}
     cpu_before, started = system.cpu_seconds(), time.perf_counter()
-    await asyncio.gather(*(session_loop(system, name, talk, before, after) for name, talk in talks.items()))
+    await asyncio.gather(*(session_loop(system, name, talk, before, after, timed) for name, talk in talks.items()))
     elapsed = time.perf_counter() - started
     rate = round(len(before) / elapsed, 1)
     cores = cpu_share(cpu_before, system.cpu_seconds(), elapsed)
     return {
-        "before": percentiles(before) | {"throughput_per_s": rate, "cores": cores},
-        "after": percentiles(after) | {"throughput_per_s": rate},
+        "before": percentiles(before)
+        | {"throughput_per_s": rate, "cores": cores, "stages": stages.summary(timed["before"])},
+        "after": percentiles(after) | {"throughput_per_s": rate, "stages": stages.summary(timed["after"])},
         # what before_turn embedded, turn by turn (the measured turns'): its user message's question
         "asked": [said for talk in talks.values() for said, _ in talk[WARM_TURNS:]],
         "written": await written_since(system, since),
@@ -460,12 +473,15 @@ async def main_async(args: argparse.Namespace) -> dict:
         for concurrency in args.concurrency:
             for path, ops in PROTOCOL_OPS.items():
                 for op in ops:
+                    timed: list = []
                     cpu_before, started = system.cpu_seconds(), time.perf_counter()
-                    latencies = await paths[path](system, workload, op, concurrency, args.ops)
+                    latencies = await paths[path](system, workload, op, concurrency, args.ops, timed)
                     elapsed = time.perf_counter() - started
                     stats = percentiles(latencies)
                     stats["throughput_per_s"] = round(len(latencies) / elapsed, 1)
                     stats["cores"] = cpu_share(cpu_before, system.cpu_seconds(), elapsed)
+                    if op != "ping":
+                        stats["stages"] = stages.summary(timed)
                     if missing := no_vector.new():  # warm-up calls included
                         stats["no_query_vector"] = missing
                     if texts := workload.asked.pop(op, []):
@@ -514,6 +530,24 @@ def rows(results: dict) -> list[dict]:
             }
         )
     return out
+
+
+STAGES_TEXT = (
+    "Where the time goes: every call's Server-Timing (memory-api's stages, docs/operations.md), each cell p50 / p95 "
+    "over the row's calls in ms. `observed`: what the client waited; `embed`: waiting for the question's vector "
+    "(queue included); `fresh`: for the vectors of the caller's rows not embedded yet; `pool`: for a connection; "
+    "`db`: statements not overlapped by an embedding; `other`: memory-api's own work (`total` minus its stages); "
+    "`hop`: `observed` minus `total` (the gateway, the network and the client)."
+)
+
+
+def stage_rows(results: dict) -> list[tuple[str, str, str, dict]]:
+    """(operation, path, clients, bench.stages summary) of the rows whose calls carried Server-Timing."""
+    return [
+        (*key.split("|")[:2], key.rsplit("|c", 1)[1], stats["stages"])
+        for key, stats in results["latency"].items()
+        if stats.get("stages")
+    ]
 
 
 def mark(row: dict) -> str:
@@ -586,6 +620,10 @@ def print_report(results: dict) -> None:
             f"{r['op']:20} {r['path']:10} {r['concurrency']:>2} {r['p50_ms']:>8} {r['p95_ms']:>8} {r['p99_ms']:>8} "
             f"{r['throughput_per_s']:>7} {model_p95(r):>9} {share(r):>7}  {mark(r):>10}  {r['seed']}"
         )
+    if timed := stage_rows(results):
+        print(f"\n{'where the time goes (p50/p95 ms)':36} {'c':>2} " + " ".join(f"{c:>13}" for c in stages.COLUMNS))
+        for op, path, clients, summary in timed:
+            print(f"{op + ' ' + path:36} {clients:>2} " + " ".join(f"{cell:>13}" for cell in stages.cells(summary)))
     for line in [*notes(results), cores_text(results)]:
         print(line)
 
@@ -609,6 +647,8 @@ def markdown(results: dict) -> str:
             f"| {r['op']} | {r['path']} | {r['concurrency']} | {r['p50_ms']} | {r['p95_ms']} | {r['p99_ms']} "
             f"| {r['throughput_per_s']} | {model_p95(r)} | {share(r)} | {mark(r)} | {r['seed']} |"
         )
+    if timed := stage_rows(results):
+        lines += ["", STAGES_TEXT, "", *stages.table_lines(timed)]
     shares = [cores_text(results)] if cores_text(results) else []
     return "\n".join([*lines, "", *(f"{line}\n" for line in [*notes(results), *shares])]).rstrip()
 

@@ -30,7 +30,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from prometheus_client.parser import text_string_to_metric_families
 
-from bench import floor
+from bench import floor, stages
 from bench.corpus import TOPICS, fragments, keyword_pool, queries
 from bench.load import load
 from bench.report import percentiles, print_table, write_results
@@ -250,17 +250,23 @@ OPS = [
 ON_IDS = ("link", "amend", "supersede_memory")
 
 
-async def through_gateway(system: System, workload: Workload, op: str, concurrency: int, ops: int) -> list[float]:
+async def through_gateway(
+    system: System, workload: Workload, op: str, concurrency: int, ops: int, timings: list | None = None
+) -> list[float]:
+    """Each measured call's latency; with `timings`, also (latency, its answer's Server-Timing) there (bench.stages)."""
     headers = {"Authorization": f"Bearer {system.secrets['access_key']}", "X-Memento-Workspace": WORKSPACE}
     latencies: list[float] = []
 
     async def client_loop(count: int) -> None:
         # every dialect's tools in one session: seed 000's and seed 002's (`simple`)
         url = system.info["mcp_url"] + "?profile=all"
-        transport = streamable_http_client(url, http_client=create_mcp_http_client(headers=headers))
+        seen = stages.LastTiming()
+        http = seen.attach(create_mcp_http_client(headers=headers))
+        transport = streamable_http_client(url, http_client=http)
         # the handshake (2025-11-25 sessions), as every earlier run measured: the ping floor exists only there
         async with Client(transport, mode="legacy") as client:
             for i in range(count + 3):  # the first three warm the session and connection, unmeasured
+                seen.take()
                 started = time.perf_counter()
                 if op == "ping":
                     await client.send_ping()
@@ -269,6 +275,8 @@ async def through_gateway(system: System, workload: Workload, op: str, concurren
                     result = await client.call_tool(TOOL.get(op, op), workload.args(op))
                 if i >= 3:
                     latencies.append(time.perf_counter() - started)
+                    if timings is not None:
+                        timings.append((latencies[-1], seen.take()))
                 if result is not None and result.is_error:
                     if "CONFLICT" not in result.content[0].text:
                         raise SystemExit(f"bench: {op} failed: {result.content[0].text}")
@@ -284,7 +292,10 @@ def tool_error(answer: Answer) -> dict | None:
     return json.loads(answer.content).get("error") if answer.status == 200 else {"code": f"HTTP {answer.status}"}
 
 
-async def direct(system: System, workload: Workload, op: str, concurrency: int, ops: int) -> list[float]:
+async def direct(
+    system: System, workload: Workload, op: str, concurrency: int, ops: int, timings: list | None = None
+) -> list[float]:
+    """As through_gateway, at memory-api's tool route."""
     secret = system.secrets["internal_secret"]
     latencies: list[float] = []
     # the client the gateway itself uses for this hop, so the figures compare
@@ -302,6 +313,8 @@ async def direct(system: System, workload: Workload, op: str, concurrency: int, 
                 answer = await client.post_json(f"/v1/tools/{TOOL.get(op, op)}", arguments, headers)
             if i >= 3:
                 latencies.append(time.perf_counter() - started)
+                if timings is not None:
+                    timings.append((latencies[-1], answer.headers.get(stages.HEADER)))
             error = tool_error(answer)  # /livez's answer has no `error` either
             if error and error.get("code") != "CONFLICT":
                 raise SystemExit(f"bench: {op} failed: {error}")

@@ -10,7 +10,8 @@ OpenTelemetry instrumentation.
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
@@ -32,6 +33,7 @@ class InternalUnreachable(Exception):
 class Answer:
     status: int
     content: bytes
+    headers: Mapping[str, str] = field(default_factory=dict)  # case-insensitive as received
 
 
 class InternalClient:
@@ -69,7 +71,7 @@ class InternalClient:
         options = {"timeout": aiohttp.ClientTimeout(total=timeout_s)} if timeout_s is not None else {}
         try:
             async with self._open().request(method, url, data=data, headers=headers, **options) as response:
-                return Answer(response.status, await response.read())
+                return Answer(response.status, await response.read(), response.headers)
         except TimeoutError as exc:  # asyncio.TimeoutError and aiohttp's timeouts are TimeoutError
             raise InternalTimeout(url) from exc
         except (aiohttp.ClientError, OSError) as exc:

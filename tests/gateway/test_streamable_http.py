@@ -284,3 +284,15 @@ async def test_working_memory_lives_as_long_as_its_session(gateway, servers):
         assert (await http.delete("/mcp", headers=headers)).status_code == 200
         assert not await redis.exists(key)
     await redis.aclose()
+
+
+async def test_a_tool_calls_json_answer_says_where_its_time_went_in_memory_api_and_the_gateway(gateway):
+    async with gateway.http() as http:
+        headers = {"Mcp-Session-Id": await gateway.session(http)}
+        answer = await http.post("/mcp", json=rpc("tools/call", {"name": "recall", "arguments": {}}), headers=headers)
+        assert answer.status_code == 200 and not answer.json()["result"]["isError"]
+        figures = dict(part.split(";dur=") for part in answer.headers["server-timing"].split(", "))
+        assert list(figures) == ["embed", "fresh", "pool", "db", "total", "gateway"]  # memory-api's, then its own
+        assert float(figures["db"]) > 0 and float(figures["gateway"]) >= float(figures["total"]) > 0
+        listed = await http.post("/mcp", json=rpc("tools/list"), headers=headers)
+        assert "server-timing" not in listed.headers  # no tool call, nothing of memory-api's to tell

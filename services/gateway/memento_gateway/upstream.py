@@ -8,6 +8,7 @@ import time
 from dataclasses import replace
 from typing import Any
 
+from memento_gateway.http import timing
 from memento_shared import jsonio, progress
 from memento_shared.internal_http import Answer, InternalClient, InternalTimeout, InternalUnreachable
 from memento_shared.principal import HEADER, Principal, encode_principal
@@ -81,6 +82,7 @@ class Upstream:
                 message = "memory-api went away during the call; it may have been applied: check before repeating it"
                 return _error("STORAGE_ERROR", message, retryable=True)
             return _error("STORAGE_ERROR", "memory-api is unreachable; nothing was changed", retryable=True)
+        timing.relay(response.headers.get(timing.HEADER))
         body = _json(response)
         if not isinstance(body, dict) or ("result" not in body and "error" not in body):
             log.warning("upstream.bad_response", extra={"tool": name, "status": response.status})

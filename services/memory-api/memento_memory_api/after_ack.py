@@ -9,6 +9,7 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 
+from memento_memory_api import server_timing
 from memento_shared.telemetry.metrics import AFTER_ACK_JOBS
 
 log = logging.getLogger(__name__)
@@ -33,6 +34,7 @@ class AfterAck:
         return True
 
     async def _run(self, kind: str, job: Callable[[], Awaitable[None]]) -> None:
+        server_timing.detach()  # after the answer: not the call's time
         async with self._slots:
             try:
                 await job()

@@ -13,6 +13,7 @@ from collections import OrderedDict
 
 import numpy as np
 
+from memento_memory_api import server_timing
 from memento_shared import jsonio
 from memento_shared.internal_http import InternalClient, InternalTimeout, InternalUnreachable
 from memento_shared.telemetry.tracing import inject_headers
@@ -42,13 +43,14 @@ class EmbeddingClient:
         embedder's query lane (store_memory's request path)."""
         return (await self._shared([text], profile, "document"))[0]
 
-    async def embed_passages(self, texts: list[str], profile: str) -> list[np.ndarray]:
+    async def embed_passages(self, texts: list[str], profile: str, stage: str = "embed") -> list[np.ndarray]:
         """Stored texts' vectors, as the embedder worker would write them, in one call for those not cached or
-        already being embedded: a search scoring the caller's rows that have no vector yet (recall.fresh). Two
-        searches meeting the same fresh row share its vector rather than each paying the model for it."""
-        return await self._shared(texts, profile, "document")
+        already being embedded: a search scoring the caller's rows that have no vector yet (recall.fresh, whose
+        wait is the `fresh` stage of the call's Server-Timing). Two searches meeting the same fresh row share its
+        vector rather than each paying the model for it."""
+        return await self._shared(texts, profile, "document", stage)
 
-    async def _shared(self, texts: list[str], profile: str, input_type: str) -> list[np.ndarray]:
+    async def _shared(self, texts: list[str], profile: str, input_type: str, stage: str = "embed") -> list[np.ndarray]:
         keys = [(profile, input_type, t) for t in texts]
         waits: dict[Key, asyncio.Future[np.ndarray]] = {}
         wanted: list[Key] = []
@@ -69,7 +71,8 @@ class EmbeddingClient:
                 waits[key] = self.in_flight[key] = asyncio.ensure_future(_nth(task, index))
                 waits[key].add_done_callback(functools.partial(self._settle, key))
         # shielded: one caller given up (a cancelled request) does not cancel the vectors the others wait for
-        return [await asyncio.shield(waits[key]) for key in keys]
+        with server_timing.stage(stage):  # the call's wait, another caller's call or the queue included
+            return [await asyncio.shield(waits[key]) for key in keys]
 
     def _settle(self, key: Key, future: asyncio.Future[np.ndarray]) -> None:
         if self.in_flight.get(key) is future:

@@ -9,6 +9,7 @@ from typing import Any
 
 import asyncpg
 
+from memento_memory_api import server_timing
 from memento_shared.db.outbox import insert_sql
 from memento_shared.db.rls import Access, transaction_as
 from memento_shared.events import Event
@@ -54,8 +55,14 @@ class UnitOfWorkFactory:
         def outbox_rows() -> str:  # sent with the COMMIT: a write costs no extra round trip for its events
             return insert_sql(events, current_traceparent())
 
-        async with self.pool.acquire() as conn, transaction_as(conn, **principal, commit_with=outbox_rows):
-            uow = UnitOfWork(conn, scope, events)
-            yield uow
+        with server_timing.stage("pool"):  # a busy pool's wait, apart from the statements' (Server-Timing)
+            pooled = await self.pool.acquire()
+        try:
+            conn = server_timing.TimedConnection(pooled)
+            async with transaction_as(conn, **principal, commit_with=outbox_rows):
+                uow = UnitOfWork(conn, scope, events)
+                yield uow
+        finally:
+            await self.pool.release(pooled)
         for callback in uow.after_commit:  # committed: now Redis and anything else that must not see a rollback
             await callback()

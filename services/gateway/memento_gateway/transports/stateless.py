@@ -22,7 +22,7 @@ from starlette.responses import Response
 
 from memento_gateway.auth.authenticator import Caller
 from memento_gateway.gateway import Gateway
-from memento_gateway.http import sse
+from memento_gateway.http import sse, timing
 from memento_gateway.mcp import engine, envelope, methods, profiles
 from memento_gateway.mcp.call import Call
 from memento_gateway.mcp.jsonrpc import (
@@ -74,7 +74,9 @@ async def post(request: Request, gw: Gateway, caller: Caller, body: Any, json_ok
     if sse_ok and (not json_ok or common.wants_stream(message, call.session)):
         return sse.EventStream(common.answer_stream(gw, message, call, TRANSPORT, cancel_on_close=True))
     answer = await engine.answer(gw, message, call, TRANSPORT)
-    return JSONBody(answer or error_response(message.id, REQUEST_CANCELLED, "Request cancelled"))
+    return JSONBody(
+        answer or error_response(message.id, REQUEST_CANCELLED, "Request cancelled"), headers=timing.headers()
+    )
 
 
 async def _call(request: Request, gw: Gateway, caller: Caller, env: envelope.Envelope, msg_id: Any) -> Call | Response:

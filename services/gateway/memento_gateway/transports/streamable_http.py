@@ -23,7 +23,7 @@ from starlette.routing import Route
 
 from memento_gateway.auth.authenticator import Caller
 from memento_gateway.gateway import Gateway, gateway
-from memento_gateway.http import sse
+from memento_gateway.http import sse, timing
 from memento_gateway.http.limits import STREAM_LEASE_S
 from memento_gateway.mcp import engine, envelope, profiles, replay, versions
 from memento_gateway.mcp.call import Call
@@ -77,6 +77,7 @@ def _reply(answer: Any, json_ok: bool, headers: dict[str, str] | None = None) ->
 
 
 async def post(request: Request) -> Response:
+    timing.begin()  # a tool call's answer says where its time went (http/timing.py)
     gw = gateway(request)
     stateless_header = envelope.declared(request.headers)
     # the stateless form names no session: an Mcp-Session-Id it carries is not even read (2026-07-28)
@@ -122,7 +123,9 @@ async def post(request: Request) -> Response:
         )
         return sse.EventStream(common.answer_stream(gw, message, call, TRANSPORT, events=events))
     answer = await engine.answer(gw, message, call, TRANSPORT)
-    return JSONBody(answer or error_response(message.id, REQUEST_CANCELLED, "Request cancelled"))
+    return JSONBody(
+        answer or error_response(message.id, REQUEST_CANCELLED, "Request cancelled"), headers=timing.headers()
+    )
 
 
 async def _call(request: Request, caller: Caller, session: Session) -> Call | Response:

@@ -114,7 +114,7 @@ async def start(
 async def passages(ctx: ToolContext, texts: list[str]) -> list[np.ndarray] | None:
     """The stored texts' vectors in the active profile, as the embedder writes them; None when it cannot answer."""
     try:
-        vectors = await ctx.embedder.embed_passages(texts, ctx.profile.id)
+        vectors = await ctx.embedder.embed_passages(texts, ctx.profile.id, stage="fresh")
     except EmbeddingUnavailable as exc:
         log.warning("recall.fresh_embedding_unavailable", extra={"error_type": str(exc)})
         return None

@@ -16,6 +16,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 from opentelemetry import trace
 
+from memento_memory_api import server_timing
 from memento_memory_api.context import ToolContext
 from memento_memory_api.tools.registry import HANDLERS, Answer
 from memento_memory_api.uow import Scope
@@ -92,6 +93,8 @@ def tool_context(state: Any, principal: Principal, scope: Scope, progress_id: st
 
 @router.post("/v1/tools/{name}")
 async def call_tool(name: str, request: Request) -> JSONResponse:
+    """The call's answer, with where its time went in a Server-Timing header (memento_memory_api.server_timing)."""
+    timing = server_timing.begin()
     state = request.app.state
     try:
         principal = decode_principal(request.headers.get(HEADER), state.settings.internal_secret)
@@ -101,7 +104,9 @@ async def call_tool(name: str, request: Request) -> JSONResponse:
         return JSONResponse({"error": {"code": "INVALID_PARAMETER", "message": f"unknown tool {name!r}"}}, 404)
     session_id = request.headers.get("X-Memento-Session-Id")
     progress_id = progress.valid_id(request.headers.get(progress.HEADER))
-    return JSONBody(await run_tool(state, principal, name, request.json(), session_id, progress_id))
+    response = JSONBody(await run_tool(state, principal, name, request.json(), session_id, progress_id))
+    response.headers[server_timing.HEADER] = timing.header()
+    return response
 
 
 async def run_tool(
