@@ -4,6 +4,8 @@ is its own tables (repository.py). Errors answer in seed 004's codes (ToolSpec.e
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import functools
 import secrets
 import time
@@ -14,6 +16,7 @@ import asyncpg
 
 from memento_memory_api import distill, turns
 from memento_memory_api.context import ToolContext
+from memento_memory_api.embedding_client import EmbeddingUnavailable
 from memento_memory_api.recall import engine
 from memento_memory_api.recall.lexical import terms
 from memento_memory_api.recall.question import last_message
@@ -67,15 +70,20 @@ async def memory_before_turn(ctx: ToolContext, args: BeforeTurnArgs) -> dict[str
         raise invalid("current_input_text", f"more than {settings.memory_max_part_chars} characters")
     ctx = scoped(ctx, args.project)
     status = "error"
+    early: asyncio.Task[None] | None = None
     try:
         current = turns.without_recall(current_input(args))  # a replayed recall block is never nested
         said = [turns.text_of(i) for i in current if i.get("role") in ("user", None)]
         asked = "\n".join(said).strip()
         facts: list[tuple[str, str]] = []
         partial = False
+        searched = bool(asked and settings.memory_recall_facts_limit)
+        if searched:  # its question's vector while the session's items are read: the search joins that call
+            embedded = engine.embedded_text(ctx, engine.Query(text=asked[:2000], embed_text=last_message(said)))
+            early = asyncio.create_task(_vector_early(ctx, embedded))
         async with ctx.uow(ctx.scope) as uow:
             events, earlier = await _session_items(ctx, uow, args.session_id, asked)
-        if asked and settings.memory_recall_facts_limit:
+        if searched:
             # the whole turn for the words, the question of its last message for the meaning (recall.question):
             # the model's time grows with every token it reads. The session's own items go back to the model word
             # for word, so a fact they state that has no vector yet needs no meaning scored (recall.fresh)
@@ -111,7 +119,16 @@ async def memory_before_turn(ctx: ToolContext, args: BeforeTurnArgs) -> dict[str
             answer["meaning_search"] = "partial"
         return answer
     finally:
+        if early is not None and status != "ok":  # failed before its search used the vector: not wanted now
+            early.cancel()
         MEMORY_BEFORE_TURN.labels(status).inc()
+
+
+async def _vector_early(ctx: ToolContext, text: str) -> None:
+    """Embed `text` as the search will (the embedding client shares a call in progress and keeps the vector a
+    while); a failure is the search's to meet and report."""
+    with contextlib.suppress(EmbeddingUnavailable):
+        await ctx.embedder.embed_query(text, ctx.profile.id)
 
 
 async def _session_items(ctx: ToolContext, uow: UnitOfWork, session_id: str, asked: str) -> tuple[list, list]:
