@@ -73,7 +73,17 @@ async def test_a_change_through_one_replica_reaches_a_listener_on_another(gatewa
 
 
 @pytest.mark.filterwarnings("ignore:resources/(un)?subscribe is removed")  # removed in 2026-07-28, not in 2025
-async def test_a_2025_session_subscribed_on_one_replica_hears_a_change_made_through_another(gateways, workspace):
+async def relayed(owner_pool) -> None:
+    """Every outbox event relayed, and a moment for the change notices the relay publishes after its commit."""
+    async with asyncio.timeout(WAIT_S):
+        while await owner_pool.fetchval("SELECT count(*) FROM agent_memory.outbox WHERE published_at IS NULL"):
+            await asyncio.sleep(0.05)
+    await asyncio.sleep(0.2)
+
+
+async def test_a_2025_session_subscribed_on_one_replica_hears_a_change_made_through_another(
+    gateways, workspace, owner_pool
+):
     writer, reader = await gateways(), await gateways()
     heard: asyncio.Queue = asyncio.Queue()
 
@@ -84,6 +94,9 @@ async def test_a_2025_session_subscribed_on_one_replica_hears_a_change_made_thro
     headers = {"Authorization": f"Bearer {ACCESS_KEY}", "X-Memento-Workspace": workspace}
     async with client(writer, workspace) as write:
         uri, other = await upsert(write, "spec", "v1"), await upsert(write, "notes", "v1")
+        # the first versions' notices out before the session subscribes: a late one for "notes" (relayed while the
+        # machine is loaded) would otherwise reach it between its subscribe and unsubscribe
+        await relayed(owner_pool)
         url = reader.mcp_url + "?profile=documents"
         async with streamable_session(url, "2025-11-25", headers, message_handler=handler) as (session, init):
             assert init.capabilities.resources.subscribe is True
