@@ -21,15 +21,12 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from memento_shared import background, changes
+from memento_shared.redis_client import PUBSUB_READ_WAIT_S
 
 log = logging.getLogger(__name__)
 
 CANCEL_CHANNEL = "memento:cancel"
 CLOSE = {"memento": "close"}  # control message: the session ended on some replica, so end its stream
-# How long one read of the pub/sub connection waits for a message. Only a bound: nothing is polled, a message wakes
-# the reader at once and a closed connection fails the read at once. It overrides the client's socket timeout, which
-# would end an idle read with an error; a 1 s bound woke every gateway once a second for nothing (issue 50).
-READ_WAIT_S = 60.0
 
 
 def channel(session_id: str) -> str:
@@ -94,7 +91,7 @@ class StreamHub:
         backoff = 0.1
         while True:
             try:
-                message = await self.pubsub.get_message(ignore_subscribe_messages=True, timeout=READ_WAIT_S)
+                message = await self.pubsub.get_message(ignore_subscribe_messages=True, timeout=PUBSUB_READ_WAIT_S)
                 backoff = 0.1
             except (RedisError, OSError) as exc:
                 # redis-py reconnects and re-subscribes on the next read; wait a little, longer each time.
