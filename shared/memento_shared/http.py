@@ -55,7 +55,7 @@ class QuietServer(uvicorn.Server):
         if config.limit_max_requests is not None or config.callback_notify is not None:
             raise ValueError("QuietServer has no tick: limit_max_requests and callback_notify are not supported")
         self._should_exit = False
-        self._wake: Callable[[], None] | None = None
+        self._wake: Callable[[], object] | None = None
         super().__init__(config)
         self.server_state = DatedState(config)
         self.on_started = on_started
