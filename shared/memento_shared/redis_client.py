@@ -28,6 +28,12 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from memento_shared.settings import is_cluster_url
 
+# How long one read of a pub/sub connection that only waits for messages (the gateway's stream hub, a worker's wakes)
+# waits: a bound, not a poll. A message ends the read at once and a closed connection fails it at once, whatever the
+# bound; given explicitly it replaces the client's socket timeout, which would end every quiet read with an error. A
+# bound of 1-2 s woke each such process every second or two for nothing (issue 50).
+PUBSUB_READ_WAIT_S = 60.0
+
 
 class _TimedSend:
     """redis-py's send_packed_command with asyncio.timeout in place of asyncio.wait_for; mixed into whichever

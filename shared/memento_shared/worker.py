@@ -323,9 +323,10 @@ class _Worker(Worker):
                     await self._wake.wait()
 
     async def listen_for_wakes(self) -> None:
-        """Sets the wake event at each publish to this queue's wake channel. It reads with a timeout of its own, so a
-        quiet channel keeps its connection (the queue's socket timeout would end it every 15 s); after an error it
-        subscribes again, and meanwhile the idle wait's bound keeps jobs starting within IDLE_WAIT_S."""
+        """Sets the wake event at each publish to this queue's wake channel. It reads with a timeout of its own
+        (redis_client.PUBSUB_READ_WAIT_S), so a quiet channel keeps its connection (the queue's socket timeout would
+        end it every 15 s); after an error it subscribes again, and meanwhile the idle wait's bound keeps jobs starting
+        within IDLE_WAIT_S."""
         failures = 0
         while True:
             try:
@@ -333,7 +334,9 @@ class _Worker(Worker):
                     await pubsub.subscribe(wake_channel(self.queue_name))
                     failures = 0
                     while True:
-                        message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=IDLE_WAIT_S)
+                        message = await pubsub.get_message(
+                            ignore_subscribe_messages=True, timeout=redis_client.PUBSUB_READ_WAIT_S
+                        )
                         if message is not None:
                             self._wake.set()
             except Exception as exc:  # Redis away or anything else: never the end of the wakes

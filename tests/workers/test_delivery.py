@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+import uuid
 
 import httpx
 import redis.asyncio as aioredis
@@ -14,8 +15,11 @@ from arq.constants import in_progress_key_prefix, job_key_prefix
 from prometheus_client.parser import text_string_to_metric_families
 
 from memento_devtools.embedded import free_port
+from memento_memory_api import outbox_relay
 from memento_memory_api.outbox_relay import Relay
+from memento_shared.db import dead_letters
 from memento_shared.db.pool import create_pool
+from memento_shared.db.rls import set_system
 from memento_shared.enqueue import JobSpec, add_jobs
 from memento_shared.events import envelope, job_id, queue_key
 from memento_shared.telemetry.metrics import REGISTRY
@@ -175,6 +179,53 @@ async def test_relay_polls_when_it_cannot_listen(wenv, tenant):
             "the polling relay to publish the event",
         )
         assert relay._listener is None, "LISTEN failed, so only polling can have found the event"
+
+
+async def test_a_listening_relay_waits_for_notifies_and_refreshes_its_gauges_on_its_own_rare_poll(
+    wenv, tenant, monkeypatch
+):
+    """Idle and listening, the relay makes no round at the poll interval (issue 50: each round is two committed
+    transactions); its rare poll still brings a dead letter, which no NOTIFY announces, into the gauge."""
+    monkeypatch.setattr(outbox_relay, "LISTENING_POLL_S", 1.0)  # 15 s in production: too long to wait for here
+    monkeypatch.setattr(outbox_relay, "GAUGE_INTERVAL_S", 0.0)
+    settings = wenv.settings(OUTBOX_POLL_INTERVAL_SECONDS="0.1")  # what a relay without its listener would use
+    rounds = 0
+    relay_once = outbox_relay.relay_once
+
+    async def counted(*args, **kwargs):
+        nonlocal rounds
+        rounds += 1
+        return await relay_once(*args, **kwargs)
+
+    monkeypatch.setattr(outbox_relay, "relay_once", counted)
+    event_type = f"idle.{tenant}"  # a label of this test's own
+    async with running_relay(settings) as relay:
+        await eventually(lambda: truthy(relay._listener is not None and rounds), 10, "the relay to listen")
+        settled = rounds
+        await asyncio.sleep(0.6)  # six poll intervals, inside the listening poll
+        assert rounds == settled, f"a listening relay made {rounds - settled} rounds in 0.6 s idle"
+        letter = envelope(str(uuid.uuid4()), event_type, tenant, "default", {}, None)
+        async with wenv.app.acquire() as conn, conn.transaction():
+            await set_system(conn)
+            await dead_letters.insert(conn, "evaluator", letter, "RuntimeError: idle", 1)
+
+        async def counted_letter():
+            return (
+                REGISTRY.get_sample_value("memento_dead_letters_open", {"queue": "evaluator", "event_type": event_type})
+                == 1
+            )
+
+        await eventually(counted_letter, 5, "the idle poll to read the dead letter into its gauge")
+        [frag_id] = await store_fragments(wenv.app, tenant, ["relayed on the NOTIFY"])
+        started = time.monotonic()
+        await eventually(
+            lambda: wenv.owner.fetchval(
+                "SELECT published_at IS NOT NULL FROM agent_memory.outbox WHERE payload->>'fragment_id' = $1", frag_id
+            ),
+            10,
+            "the NOTIFY to bring the event's round",
+        )
+        assert time.monotonic() - started < 0.8, "relayed by the NOTIFY, not by the next poll"
 
 
 async def test_outbox_backlog_gauge_follows_the_unpublished_events(wenv, tenant):

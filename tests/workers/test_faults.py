@@ -13,6 +13,7 @@ from memento_devtools.embedded import start_valkey
 from memento_embedder import service
 from memento_embedder.handlers import HANDLERS
 from memento_embedder.providers.offline import OfflineProvider
+from memento_shared.db import outbox
 from memento_shared.events import queue_key
 from tests.fixtures.waiting import eventually
 from tests.workers.conftest import embedded_count, hosted_worker, running_relay, start_worker_process, store_fragments
@@ -168,6 +169,9 @@ async def test_the_same_event_relayed_twice_has_one_effect(wenv, tenant):
         await wenv.owner.execute(
             "UPDATE agent_memory.outbox SET published_at = NULL WHERE payload->>'fragment_id' = $1", first
         )
+        # the next round of any relay takes it again: one a write's NOTIFY brings (sent here), or an idle relay's own
+        # poll (within outbox_relay.LISTENING_POLL_S)
+        await wenv.owner.execute("SELECT pg_notify($1, '')", outbox.CHANNEL)
         await eventually(
             lambda: wenv.owner.fetchval(
                 "SELECT published_at IS NOT NULL FROM agent_memory.outbox WHERE payload->>'fragment_id' = $1", first

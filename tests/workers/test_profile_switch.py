@@ -77,7 +77,8 @@ async def _embedded(owner, profile_id: str) -> int:
 
 async def _switch(settings: Settings, owner, loopback, port: int, tenant: str) -> None:
     async def setup(rt):
-        await service.setup(rt, build_interval=0.1)
+        # a backstop poll far longer than the waits below: the build must start on the profile table's NOTIFY
+        await service.setup(rt, build_interval=120)
 
     async with hosted_worker(
         "embedder", HANDLERS, settings, setup=setup, teardown=service.teardown, port=port, routes=ROUTES

@@ -4,11 +4,16 @@ order and in batches, recording progress on the profile row; then cut over (prof
 Every replica runs a builder; a session advisory lock per profile lets one of them work at a time, and the lock
 goes with the connection if that replica dies, so another continues from what is already written (the pass skips
 fragments that have a vector, so a restart loses at most one batch).
+
+A builder looks for a profile to build when the profiles table NOTIFYs a change (a profile added, cut over or
+dropped: PROFILE_CHANNEL), and at most `interval` apart to cover a missed notification or another replica that died
+mid-build; it looked every 5 s before, idle or not (issue 50).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from typing import Any
 
@@ -20,6 +25,7 @@ from memento_embedder.handlers import STORE_CHUNK_SQL
 from memento_embedder.registry import ProfileRegistry
 from memento_shared import background
 from memento_shared.db.rls import set_system
+from memento_shared.events import PROFILE_CHANNEL
 from memento_shared.telemetry.metrics import EMBEDDING_PROFILE_PROGRESS
 from memento_shared.text.chunking import chunk_text
 
@@ -41,26 +47,46 @@ _NEXT_SQL = (
 
 
 class ProfileBuilder:
-    def __init__(self, pool: asyncpg.Pool, registry: ProfileRegistry, *, interval: float = 5.0, batch: int = 64):
+    def __init__(
+        self,
+        pool: asyncpg.Pool,
+        registry: ProfileRegistry,
+        *,
+        dsn: str | None = None,
+        interval: float = 60.0,
+        batch: int = 64,
+    ):
+        """`dsn`: where to LISTEN for profile changes (without it, or while it cannot connect, every `interval`)."""
         self.pool = pool
         self.registry = registry
+        self.dsn = dsn
         self.interval = interval
         self.batch = batch
+        self.changed = asyncio.Event()
         self._task: asyncio.Task[Any] | None = None
+        self._listener: asyncpg.Connection | None = None
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run())
 
     async def stop(self) -> None:
         await background.cancel(self._task)
+        await background.close(self._listener)
 
     async def _run(self) -> None:
         while True:
+            if self.dsn and (self._listener is None or self._listener.is_closed()):
+                self._listener = await background.listen(
+                    self.dsn, PROFILE_CHANNEL, self.changed.set, "memento.embedding_build"
+                )
+            self.changed.clear()  # before the look: a change during it brings the next one at once
             try:
                 await self.step()
             except Exception as exc:  # provider or database trouble: the next round starts over where it was
                 log.warning("embedding_profile.build_failed", extra={"error_type": type(exc).__name__})
-            await asyncio.sleep(self.interval)  # the next look for a profile to build
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(self.interval):
+                    await self.changed.wait()
 
     async def step(self) -> bool:
         """Build the building profile if there is one and no other replica is on it; True if it cut over."""

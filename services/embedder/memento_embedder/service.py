@@ -17,7 +17,7 @@ log = logging.getLogger(__name__)
 
 
 async def setup(
-    rt: Runtime, *, build_interval: float = 5.0, providers: dict[str, Provider] | None = None, build: bool = True
+    rt: Runtime, *, build_interval: float = 60.0, providers: dict[str, Provider] | None = None, build: bool = True
 ) -> None:
     """`providers` pins a provider object to a profile id instead of building it from the profile's row;
     `build=False` leaves out the background builder (a test that registers a profile only to embed new writes)."""
@@ -30,7 +30,13 @@ async def setup(
     active = await registry.active_id()
     await (await registry.batcher(active)).warm()
     if build:
-        builder = ProfileBuilder(rt.pool, registry, interval=build_interval, batch=2 * settings.embedding_batch_size)
+        builder = ProfileBuilder(
+            rt.pool,
+            registry,
+            dsn=settings.database_url,
+            interval=build_interval,
+            batch=2 * settings.embedding_batch_size,
+        )
         rt.state["builder"] = builder
         builder.start()
 

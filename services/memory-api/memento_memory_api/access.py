@@ -1,6 +1,7 @@
 """access_count / accessed_at bookkeeping, off the request path: recalls record the ids they returned, and one
-UPDATE per scope flushes them about once a second (one write per second instead of one per recall). Seed 003's
-recall, whose clients read the counts back at once, writes its own before answering (record_now)."""
+UPDATE per scope flushes them about a second after the first (one write per second instead of one per recall); with
+nothing recorded the flusher sleeps until a recall records something (issue 50: no wake-up a second when idle). Seed
+003's recall, whose clients read the counts back at once, writes its own before answering (record_now)."""
 
 from __future__ import annotations
 
@@ -27,11 +28,13 @@ class AccessRecorder:
         self.half_life_days = half_life_days
         self.interval = interval
         self.pending: dict[tuple[Any, ...], Counter[str]] = {}
+        self._recorded = asyncio.Event()  # set while pending may hold something
         self._task: asyncio.Task[Any] | None = None
 
     def record(self, scope: Scope, ids: list[str]) -> None:
         key = (scope.tenant_id, scope.workspace, scope.agent_id, scope.access)
         self.pending.setdefault(key, Counter()).update(ids)
+        self._recorded.set()
 
     async def record_now(self, scope: Scope, ids: list[str]) -> None:
         """Write these accesses before the answer leaves, for a dialect whose next call must already show them (seed
@@ -46,6 +49,7 @@ class AccessRecorder:
         except Exception as exc:
             log.warning("access.write_failed", extra={"error_type": type(exc).__name__})
             self.pending.setdefault(key, Counter()).update(counts)
+            self._recorded.set()
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run())
@@ -56,7 +60,9 @@ class AccessRecorder:
 
     async def _run(self) -> None:
         while True:
-            await asyncio.sleep(self.interval)
+            await self._recorded.wait()
+            await asyncio.sleep(self.interval)  # what the next recalls record goes in the same write
+            self._recorded.clear()  # before the flush takes pending: a record during it sets it again
             await self.flush()
 
     async def _touch(self, key: tuple[str, str, str, str], counts: Counter[Any]) -> None:

@@ -21,6 +21,7 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from memento_shared import background, changes
+from memento_shared.redis_client import PUBSUB_READ_WAIT_S
 
 log = logging.getLogger(__name__)
 
@@ -90,7 +91,7 @@ class StreamHub:
         backoff = 0.1
         while True:
             try:
-                message = await self.pubsub.get_message(ignore_subscribe_messages=True, timeout=1.0)
+                message = await self.pubsub.get_message(ignore_subscribe_messages=True, timeout=PUBSUB_READ_WAIT_S)
                 backoff = 0.1
             except (RedisError, OSError) as exc:
                 # redis-py reconnects and re-subscribes on the next read; wait a little, longer each time.
