@@ -27,7 +27,7 @@ async def listen(dsn: str, channel: str, on_notify: Callable[[], None], name: st
         conn = await asyncpg.connect(dsn, server_settings={"application_name": name})
         await conn.add_listener(channel, lambda *_: on_notify())
         return conn
-    except (OSError, asyncpg.PostgresError) as exc:
+    except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
         log.warning("listen_failed", extra={"channel": channel, "error_type": type(exc).__name__})
         return None
 

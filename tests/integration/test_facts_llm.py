@@ -123,6 +123,20 @@ async def test_the_names_the_facts_give_join_the_memorys_entities(servers, memor
     assert {"p:austin", "n:jon", "=place"} <= set(entities) and "n:gina" not in entities  # Gina is its speaker
 
 
+async def test_a_memory_written_before_its_entities_gets_its_own_beside_the_facts(
+    servers, memory_api, tenant, owner_pool, logs
+):
+    # a row written before migration 0025 (entities NULL): the facts' names join the content's own, not alone, so
+    # the second hop still finds it by its speaker
+    with openai_chat(answer_with(["Gina danced in Austin with Jon in May 2023"])) as server:
+        frag_id = await remember(memory_api, tenant)
+        await owner_pool.execute("UPDATE agent_memory.fragments SET entities = NULL WHERE id = $1", frag_id)
+        async with evaluator(servers, server, "openai") as rt:
+            await evaluate_fragment(event(frag_id), rt)
+    entities = await owner_pool.fetchval("SELECT entities FROM agent_memory.fragments WHERE id = $1", frag_id)
+    assert "s:gina" in entities and {"p:austin", "n:jon"} <= set(entities)
+
+
 async def test_facts_from_gemini_through_google_genai(servers, memory_api, tenant, owner_pool, logs):
     with gemini(answer_with(FACTS[:1])) as server:
         frag_id = await remember(memory_api, tenant)

@@ -15,7 +15,7 @@ from memento_evaluator.settings import EvaluatorSettings
 from memento_shared.db.rls import system_transaction
 from memento_shared.llm import LLM, from_settings
 from memento_shared.text import facts as text_facts
-from memento_shared.text.links import fact_tokens
+from memento_shared.text.links import entity_tokens, fact_tokens
 from memento_shared.text.stems import with_fact_stems
 from memento_shared.worker import ProviderLimiter, Runtime
 
@@ -68,7 +68,8 @@ async def draw_and_write(rt: Runtime, row: Any) -> str:
         else:
             joined = text_facts.joined(found)
             expansion = with_fact_stems(row["expansion"], joined)
-            entities = fact_tokens(joined or "", row["entities"] or ())
+            own = row["entities"] if row["entities"] is not None else entity_tokens(row["content"])  # before 0025
+            entities = fact_tokens(joined or "", own)
             async with rt.pool.acquire() as conn, system_transaction(conn):
                 status = await conn.execute(_WRITE_SQL, row["id"], joined, row["content_hash"], expansion, entities)
             outcome = "stale" if status == "UPDATE 0" else "written"

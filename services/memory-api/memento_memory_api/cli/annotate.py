@@ -29,7 +29,7 @@ from memento_memory_api.store import ANNOTATION, annotation_fields
 from memento_shared.db.pool import create_pool
 from memento_shared.db.rls import set_system
 from memento_shared.settings import cli_settings
-from memento_shared.text.links import entity_tokens
+from memento_shared.text.links import entity_tokens, fact_tokens
 
 _UNANNOTATED = """
 SELECT id, content, source, created_at FROM agent_memory.fragments
@@ -40,13 +40,15 @@ _UPDATE = """
 UPDATE agent_memory.fragments f
 SET thread = coalesce(f.thread, u.thread), seq = CASE WHEN f.thread IS NULL THEN u.seq ELSE f.seq END,
     event_from = u.event_from, event_to = u.event_to, event_said = u.event_said, expansion = u.expansion,
-    entities = ARRAY(SELECT jsonb_array_elements_text(u.entities::jsonb))
+    entities = coalesce(f.entities, ARRAY(SELECT jsonb_array_elements_text(u.entities::jsonb)))
 FROM unnest($1::text[], $2::text[], $3::bigint[], $4::timestamptz[], $5::timestamptz[], $6::timestamptz[], $7::text[],
             $8::text[])
     AS u(id, thread, seq, event_from, event_to, event_said, expansion, entities)
 WHERE f.id = u.id AND f.event_said IS NULL
 """
-_UNLINKED = "SELECT id, content FROM agent_memory.fragments WHERE entities IS NULL AND id > $1 ORDER BY id LIMIT $2"
+_UNLINKED = (
+    "SELECT id, content, facts FROM agent_memory.fragments WHERE entities IS NULL AND id > $1 ORDER BY id LIMIT $2"
+)
 _ENTITIES = """
 UPDATE agent_memory.fragments f SET entities = ARRAY(SELECT jsonb_array_elements_text(u.entities::jsonb))
 FROM unnest($1::text[], $2::text[]) AS u(id, entities)
@@ -99,7 +101,7 @@ async def annotate_all(batch: int, stems: bool = False) -> int:
                 rows = await conn.fetch(_UNLINKED, after, batch)
                 if not rows:
                     break
-                tokens = [json.dumps(entity_tokens(r["content"])) for r in rows]
+                tokens = [json.dumps(fact_tokens(r["facts"] or "", entity_tokens(r["content"]))) for r in rows]
                 linked += int((await conn.execute(_ENTITIES, [r["id"] for r in rows], tokens)).split()[-1])
             after = rows[-1]["id"]
         after, restemmed = "", 0

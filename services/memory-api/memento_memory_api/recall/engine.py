@@ -271,9 +271,9 @@ async def _by_text(
         if want is not None and tuning.rounds > 0:
             # the index's rows only: fresh ones have no stored vector to sum
             await _rounds(ctx, query, conn, agents, hits, query_vector, found, near)
-        _hop_list(found, near, hop, want, query_vector)
     elif strategy is not None:
         await vector.release(conn, strategy)
+    _hop_list(found, near, hop, want, query_vector, tuning.stems)  # without a vector (embedder down): by the rest
     if embedding is not None and query_vector is None:
         found.partial = True  # no question vector: found by words only
     if want is not None:
@@ -315,14 +315,14 @@ async def _hop_rows(
 
 def _hop_list(
     found: Found, near: Near, hop: tuple[links.Asked, list[str], list[Any]] | None, want: relevance.Wanted | None,
-    query_vector: Any,
+    query_vector: Any, stems: bool,
 ) -> None:  # fmt: skip
-    """The second hop's list, ranked now that the question's vector is there; its rows join the neighbours read, to
-    join the answer if the order scores them."""
+    """The second hop's list, ranked now that the question's vector is there (or known to be missing); its rows join
+    the neighbours read, to join the answer if the order scores them."""
     if hop is None or want is None:
         return
     ask, followed, rows = hop
-    found.hops = hops.rank(rows, ask, followed, want.terms, query_vector)
+    found.hops = hops.rank(rows, ask, followed, want.terms, query_vector, stems)
     for row in rows:
         if row["id"] not in found.rows:
             near[1].setdefault(row["id"], row)

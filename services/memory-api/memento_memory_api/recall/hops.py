@@ -100,8 +100,10 @@ async def read(
     return rows
 
 
-def rank(rows: Sequence[Any], ask: Asked, links: list[str], terms: frozenset[str], query_vector: Any) -> list[str]:
-    """The hop's list, strongest first (module docstring): at most KEEP ids."""
+def rank(
+    rows: Sequence[Any], ask: Asked, links: list[str], terms: frozenset[str], query_vector: Any, stems: bool = True
+) -> list[str]:
+    """The hop's list, strongest first (module docstring): at most KEEP ids; `terms` as `stems` says (relevance)."""
     if not rows:
         return []
     # a name some row read is spoken by is a person in the conversation, no link to follow (the other speaker)
@@ -114,7 +116,7 @@ def rank(rows: Sequence[Any], ask: Asked, links: list[str], terms: frozenset[str
     for r in rows:
         tokens = set(r["entities"])
         strength = sum(1.0 for k in ask.kinds if k in tokens) + math.fsum(weight[t] for t in tokens & held.keys()) / 5
-        strength += 0.5 * len(row_words(r) & terms)
+        strength += 0.5 * len(row_words(r, stems) & terms)
         if query is not None and r["hop_vector"] is not None:
             strength += 5.0 * _cosine(query, r["hop_vector"])
         scored.append((-strength, r["id"]))

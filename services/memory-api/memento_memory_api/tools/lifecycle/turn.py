@@ -16,7 +16,6 @@ import asyncpg
 
 from memento_memory_api import distill, turns
 from memento_memory_api.context import ToolContext
-from memento_memory_api.embedding_client import EmbeddingUnavailable
 from memento_memory_api.recall import engine
 from memento_memory_api.recall.lexical import terms
 from memento_memory_api.recall.question import last_message
@@ -127,7 +126,7 @@ async def memory_before_turn(ctx: ToolContext, args: BeforeTurnArgs) -> dict[str
 async def _vector_early(ctx: ToolContext, text: str) -> None:
     """Embed `text` as the search will (the embedding client shares a call in progress and keeps the vector a
     while); a failure is the search's to meet and report."""
-    with contextlib.suppress(EmbeddingUnavailable):
+    with contextlib.suppress(Exception):  # EmbeddingUnavailable or worse: the search meets it again and answers
         await ctx.embedder.embed_query(text, ctx.profile.id)
 
 
