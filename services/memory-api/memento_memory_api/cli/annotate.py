@@ -23,6 +23,7 @@ import asyncio
 import json
 import sys
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from memento_memory_api.store import ANNOTATION, annotation_fields
@@ -75,47 +76,49 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     parser.set_defaults(handler=lambda args: asyncio.run(annotate_all(args.batch, args.stems)))
 
 
+async def _in_batches(pool: Any, select: str, batch: int, write: Callable[[Any, list[Any]], Awaitable[str]]) -> int:
+    """`select`'s rows (after an id, at most `batch`, in id order) handed to `write` a batch per committed
+    transaction, as the system; the rows its statements changed, summed from their status ("UPDATE n")."""
+    after, changed = "", 0
+    while True:
+        async with pool.acquire() as conn, conn.transaction():
+            await set_system(conn)
+            rows = await conn.fetch(select, after, batch)
+            if not rows:
+                return changed
+            changed += int((await write(conn, rows)).split()[-1])
+        after = rows[-1]["id"]
+
+
+async def _annotate_rows(conn: Any, rows: list[Any]) -> str:
+    """Thread, time, expansion and entities of rows stored before migration 0019."""
+    noted = [annotation_fields(r["content"], r["source"], None, r["created_at"]) for r in rows]
+    columns = [[r["id"] for r in rows]] + [[n[f] for n in noted] for f in ANNOTATION if f != "entities"]
+    return str(await conn.execute(_UPDATE, *columns, [json.dumps(n["entities"]) for n in noted]))
+
+
+async def _link_rows(conn: Any, rows: list[Any]) -> str:
+    """The entities of rows stored before migration 0025, with those their LLM facts give."""
+    tokens = [json.dumps(fact_tokens(r["facts"] or "", entity_tokens(r["content"]))) for r in rows]
+    return str(await conn.execute(_ENTITIES, [r["id"] for r in rows], tokens))
+
+
+async def _restem_rows(conn: Any, rows: list[Any]) -> str:
+    """Every row's expansion afresh, with its stems (--stems)."""
+    expansions = [annotation_fields(r["content"], r["source"], None, r["created_at"])["expansion"] for r in rows]
+    return str(await conn.execute(_EXPANSION, [r["id"] for r in rows], expansions))
+
+
 async def annotate_all(batch: int, stems: bool = False) -> int:
     if batch < 1:
         sys.stderr.write("memento-admin annotate: --batch must be at least 1\n")
         return 2
     started = time.monotonic()
     pool = await create_pool(cli_settings(), "admin", max_size=1)
-    after, done = "", 0
     try:
-        while True:
-            async with pool.acquire() as conn, conn.transaction():
-                await set_system(conn)
-                rows = await conn.fetch(_UNANNOTATED, after, batch)
-                if not rows:
-                    break
-                noted = [annotation_fields(r["content"], r["source"], None, r["created_at"]) for r in rows]
-                columns = [[r["id"] for r in rows]] + [[n[f] for n in noted] for f in ANNOTATION if f != "entities"]
-                columns.append([json.dumps(n["entities"]) for n in noted])
-                done += int((await conn.execute(_UPDATE, *columns)).split()[-1])
-            after = rows[-1]["id"]
-        after, linked = "", 0
-        while True:
-            async with pool.acquire() as conn, conn.transaction():
-                await set_system(conn)
-                rows = await conn.fetch(_UNLINKED, after, batch)
-                if not rows:
-                    break
-                tokens = [json.dumps(fact_tokens(r["facts"] or "", entity_tokens(r["content"]))) for r in rows]
-                linked += int((await conn.execute(_ENTITIES, [r["id"] for r in rows], tokens)).split()[-1])
-            after = rows[-1]["id"]
-        after, restemmed = "", 0
-        while stems:
-            async with pool.acquire() as conn, conn.transaction():
-                await set_system(conn)
-                rows = await conn.fetch(_EVERY, after, batch)
-                if not rows:
-                    break
-                expansions = [
-                    annotation_fields(r["content"], r["source"], None, r["created_at"])["expansion"] for r in rows
-                ]
-                restemmed += int((await conn.execute(_EXPANSION, [r["id"] for r in rows], expansions)).split()[-1])
-            after = rows[-1]["id"]
+        done = await _in_batches(pool, _UNANNOTATED, batch, _annotate_rows)
+        linked = await _in_batches(pool, _UNLINKED, batch, _link_rows)
+        restemmed = await _in_batches(pool, _EVERY, batch, _restem_rows) if stems else 0
     finally:
         await pool.close()
     sys.stdout.write(f"annotated {done} fragment(s) in {time.monotonic() - started:.1f} s\n")

@@ -16,7 +16,7 @@ from memento_shared.errors import invalid, not_found
 
 PAGE = 50
 GRAPH_NODES = 40
-LIST_COLUMNS = ", ".join("f." + c.strip() for c in repo.COLUMNS.split(",")) + ", f.utility_score"
+LIST_COLUMNS = repo.F_COLUMNS + ", f.utility_score"
 TRI_STATE = ("hide", "include", "only")  # superseded / expired: leave out (default), show too, show only those
 
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
@@ -29,24 +28,21 @@ import numpy as np
 from memento_memory_api.context import ToolContext
 from memento_memory_api.embedding_client import EmbeddingUnavailable
 from memento_memory_api.recall.filters import Filters
-from memento_memory_api.repositories.fragments import COLUMNS, live, narrowed, tagged
+from memento_memory_api.repositories.fragments import F_COLUMNS, live, narrowed, profile_literal, tagged
 from memento_memory_api.uow import Scope
 from memento_shared.db.clashes import retrying_clashes
 from memento_shared.db.rls import transaction_as
 
 log = logging.getLogger(__name__)
-_PROFILE = re.compile(r"^[a-z0-9_]+$")
 
 
 @lru_cache(maxsize=16)
 def fresh_sql(profile_id: str) -> str:
     """The caller's newest `$4` written rows of the namespaces `$3` (each walked newest first, then merged), those
     with no vector for their current content in the profile, through the search's filters ($5-$9), newest first."""
-    if not _PROFILE.match(profile_id):
-        raise ValueError(f"bad profile id {profile_id!r}")
-    columns = ", ".join("f." + c.strip() for c in COLUMNS.split(","))
+    profile_id = profile_literal(profile_id)
     return (
-        f"SELECT {columns} FROM (SELECT w.id, w.updated_at FROM unnest($3::text[]) a(agent_id) CROSS JOIN LATERAL"
+        f"SELECT {F_COLUMNS} FROM (SELECT w.id, w.updated_at FROM unnest($3::text[]) a(agent_id) CROSS JOIN LATERAL"
         " (SELECT id, updated_at FROM agent_memory.fragments WHERE tenant_id = $1 AND workspace = $2"
         " AND agent_id = a.agent_id ORDER BY updated_at DESC LIMIT $4) w ORDER BY w.updated_at DESC LIMIT $4) recent"
         " JOIN agent_memory.fragments f ON f.id = recent.id AND f.tenant_id = $1"

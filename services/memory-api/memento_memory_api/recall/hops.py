@@ -20,7 +20,6 @@ categories unchanged, as only list questions read it.
 from __future__ import annotations
 
 import math
-import re
 from collections import Counter
 from collections.abc import Sequence
 from functools import lru_cache
@@ -30,7 +29,7 @@ import asyncpg
 import numpy as np
 
 from memento_memory_api.recall.filters import Filters
-from memento_memory_api.recall.relevance import filter_conditions, optional_values, row_words
+from memento_memory_api.recall.relevance import filter_conditions, given_filters, row_words
 from memento_memory_api.repositories import fragments as repo
 from memento_memory_api.uow import Scope
 from memento_shared.text.links import Asked
@@ -38,8 +37,6 @@ from memento_shared.text.links import Asked
 SEEDS = 5  # the lexical list's first rows whose links are followed
 LIMIT = 200  # rows read, newest first
 KEEP = 30  # rows ranked in the list
-_PROFILE = re.compile(r"^[a-z0-9_]+$")
-_OPTIONAL = ("agents", "topic", "type", "tags", "narrow")
 FIRST_FILTER = 6
 _LINKS = ("n:", "p:")
 
@@ -49,12 +46,10 @@ def hop_sql(profile_id: str, dimension: int, given: frozenset[str], superseded: 
     """The hop's statement with only the filters a search gives (as relevance.neighbours_sql). Parameters: tenant
     ($1), workspace ($2), the person's tokens ($3), the kinds' and the links' tokens ($4), the limit ($5), then the
     filters given."""
-    if not _PROFILE.match(profile_id):
-        raise ValueError(f"bad profile id {profile_id!r}")
+    profile_id = repo.profile_literal(profile_id)
     where = " AND ".join([*filter_conditions(given, FIRST_FILTER), repo.live("f", "true" if superseded else "false")])
-    columns = ", ".join("f." + c.strip() for c in repo.COLUMNS.split(","))
     return f"""
-SELECT {columns}, e.embedding::vector({dimension}) AS hop_vector FROM agent_memory.fragments f
+SELECT {repo.F_COLUMNS}, e.embedding::vector({dimension}) AS hop_vector FROM agent_memory.fragments f
 LEFT JOIN agent_memory.fragment_embeddings e ON e.fragment_id = f.id AND e.profile_id = '{profile_id}'
   AND e.tenant_id = $1
 WHERE f.tenant_id = $1 AND f.workspace = $2 AND f.entities && $3::text[] AND f.entities && $4::text[]
@@ -86,16 +81,15 @@ async def read(
     """The rows the hop may rank (module docstring), newest first, each with its stored vector (None if none yet)."""
     if not ask.kinds and not links:
         return []
-    values = optional_values(agents, filters)
-    given = [name for name in _OPTIONAL if values[name] is not None]
+    given, values = given_filters(agents, filters)
     rows: list[Any] = await conn.fetch(
-        hop_sql(profile_id, dimension, frozenset(given), filters.superseded),
+        hop_sql(profile_id, dimension, given, filters.superseded),
         scope.tenant_id,
         scope.workspace,
         list(ask.subjects),
         [*ask.kinds, *links],
         LIMIT,
-        *(values[name] for name in given),
+        *values,
     )
     return rows
 

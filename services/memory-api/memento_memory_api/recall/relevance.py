@@ -358,6 +358,14 @@ def optional_values(agents: list[str] | None, filters: Filters) -> dict[str, Any
     return {"agents": agents, "topic": topic, "type": ftype, "tags": tags, "narrow": narrow}
 
 
+def given_filters(agents: list[str] | None, filters: Filters) -> tuple[frozenset[str], list[Any]]:
+    """The optional filters a search gives, and their values in _OPTIONAL's order (the statements' last parameters,
+    as `filter_conditions` numbers them)."""
+    values = optional_values(agents, filters)
+    given = [name for name in _OPTIONAL if values[name] is not None]
+    return frozenset(given), [values[name] for name in given]
+
+
 def filter_conditions(given: frozenset[str], first: int) -> list[str]:
     """SQL conditions on fragments `f` for the optional filters `given`, in _OPTIONAL's order, their parameters
     numbered from `first`."""
@@ -409,17 +417,16 @@ async def read_neighbours(
     placed = [r for r in of if r["thread"] is not None and r["seq"] is not None]
     if not placed or window <= 0:
         return {}, {}
-    values = optional_values(agents, filters)
-    given = [name for name in _OPTIONAL if values[name] is not None]
+    given, values = given_filters(agents, filters)
     found = await conn.fetch(
-        neighbours_sql(frozenset(given), filters.superseded),
+        neighbours_sql(given, filters.superseded),
         [r["id"] for r in placed],
         [r["thread"] for r in placed],
         [r["seq"] for r in placed],
         scope.tenant_id,
         scope.workspace,
         window,
-        *(values[name] for name in given),
+        *values,
     )
     seq = {r["id"]: r["seq"] for r in placed}
     near: dict[str, list[str]] = defaultdict(list)

@@ -17,19 +17,16 @@ issue 53 changed"); ranking every turn of a conversation by its round instead, e
 
 from __future__ import annotations
 
-import re
 from functools import lru_cache
 from typing import Any
 
 import asyncpg
 
 from memento_memory_api.recall.filters import Filters
-from memento_memory_api.recall.relevance import filter_conditions, optional_values
+from memento_memory_api.recall.relevance import filter_conditions, given_filters
 from memento_memory_api.repositories import fragments as repo
 from memento_memory_api.uow import Scope
 
-_PROFILE = re.compile(r"^[a-z0-9_]+$")
-_OPTIONAL = ("agents", "topic", "type", "tags", "narrow")
 FIRST_FILTER = 8  # the optional filters' parameters start here (relevance.filter_conditions)
 
 
@@ -38,10 +35,8 @@ def rounds_sql(profile_id: str, dimension: int, given: frozenset[str], supersede
     """The rounds statement with only the filters a search gives (as relevance.neighbours_sql, so the server keeps
     its plan). Parameters: hit ids, threads, seqs ($1-$3), the query vector ($4), tenant ($5), workspace ($6),
     two ($7: rows read on each side), then the filters given."""
-    if not _PROFILE.match(profile_id):
-        raise ValueError(f"bad profile id {profile_id!r}")
+    profile_id = repo.profile_literal(profile_id)
     where = " AND ".join([*filter_conditions(given, FIRST_FILTER), repo.live("f", "true" if superseded else "false")])
-    columns = ", ".join("f." + c.strip() for c in repo.COLUMNS.split(","))
     side = """
     (SELECT f.id, f.seq FROM agent_memory.fragments f
      WHERE f.tenant_id = $5 AND f.workspace = $6 AND f.thread = h.thread AND (f.seq, f.id) {cmp} (h.seq, h.cid)
@@ -65,7 +60,7 @@ rounds AS (
         + v) <=> $4 AS distance
     FROM vectors),
 scored AS (SELECT id, min(distance) AS distance FROM rounds WHERE place BETWEEN -1 AND 1 GROUP BY id)
-SELECT {columns}, 1 - s.distance AS round_similarity FROM scored s JOIN agent_memory.fragments f ON f.id = s.id
+SELECT {repo.F_COLUMNS}, 1 - s.distance AS round_similarity FROM scored s JOIN agent_memory.fragments f ON f.id = s.id
 """
 
 
@@ -82,10 +77,9 @@ async def read(
     """The vector hits and the rows beside them, best round first, and their rows (id -> row)."""
     if not hits:
         return [], {}
-    values = optional_values(agents, filters)
-    given = [name for name in _OPTIONAL if values[name] is not None]
+    given, values = given_filters(agents, filters)
     found = await conn.fetch(
-        rounds_sql(profile_id, dimension, frozenset(given), filters.superseded),
+        rounds_sql(profile_id, dimension, given, filters.superseded),
         [r["id"] for r in hits],
         [r["thread"] for r in hits],
         [r["seq"] for r in hits],
@@ -93,7 +87,7 @@ async def read(
         scope.tenant_id,
         scope.workspace,
         2,
-        *(values[name] for name in given),
+        *values,
     )
     rows = {r["id"]: r for r in found}
     ranked = sorted(rows, key=lambda i: (-rows[i]["round_similarity"], i))

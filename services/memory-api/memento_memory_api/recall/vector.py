@@ -43,7 +43,6 @@ big index possibly short of k rows until the exact top-up, since the scan stops 
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -53,9 +52,8 @@ from typing import Any
 import asyncpg
 
 from memento_memory_api.recall.filters import NO_FILTERS, Filters
-from memento_memory_api.repositories.fragments import COLUMNS, live, narrowed, tagged
+from memento_memory_api.repositories.fragments import F_COLUMNS, live, narrowed, profile_literal, tagged
 
-_PROFILE = re.compile(r"^[a-z0-9_]+$")
 # Under this many vectors an exact scan costs a few ms, as much as walking the index (2000 of 10k: 4.7 against 3.5 ms)
 SHARE_FLOOR = 2000
 
@@ -72,8 +70,7 @@ class Strategy:
 
 def _scope(profile_id: str, first: int = 2) -> str:
     """The partition filter; its three parameters (tenant, workspace, agents) start at ${first}."""
-    if not _PROFILE.match(profile_id):
-        raise ValueError(f"bad profile id {profile_id!r}")
+    profile_id = profile_literal(profile_id)
     t, w, a = first, first + 1, first + 2
     return (
         f"e.profile_id = '{profile_id}' AND e.tenant_id = ${t} AND e.workspace = ${w}"
@@ -120,9 +117,8 @@ def _with_rows(nearest: str) -> str:
     statements, what their search already applied; for the unfiltered ones both parameters are NULL. Expired and
     (unless $8) superseded fragments are dropped here for the unfiltered ones: few rows are either, so the k nearest
     lose at most those few, where checking every candidate's fragment inside the walk would cost a lookup each."""
-    columns = ", ".join("f." + c.strip() for c in COLUMNS.split(","))
     return (
-        f"SELECT {columns}, hits.similarity FROM ({nearest}) hits"
+        f"SELECT {F_COLUMNS}, hits.similarity FROM ({nearest}) hits"
         " JOIN agent_memory.fragments f ON f.id = hits.fragment_id"
         f" WHERE ($6::text IS NULL OR f.topic = $6) AND ($7::text IS NULL OR f.type = $7) AND {live('f', '$8')}"
         f" AND {tagged('f', '$9')} AND {narrowed('f', '$10')}"

@@ -7,6 +7,7 @@ beside a million-fragment one; tests/integration/test_tenant_scans.py). By id, a
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
 from typing import Any
 
@@ -22,6 +23,16 @@ COLUMNS = (
     " updated_at, expires_at, linkages, case_id, keywords_given, thread, seq, event_from, event_to, event_said,"
     " expansion, facts, entities"
 )
+F_COLUMNS = ", ".join("f." + c.strip() for c in COLUMNS.split(","))  # COLUMNS of a statement's fragments `f`
+_PROFILE = re.compile(r"^[a-z0-9_]+$")
+
+
+def profile_literal(profile_id: str) -> str:
+    """`profile_id` as it may stand in a statement's text (statements are cached per profile; ValueError if it holds
+    anything but lower-case letters, digits and underscores)."""
+    if not _PROFILE.match(profile_id):
+        raise ValueError(f"bad profile id {profile_id!r}")
+    return profile_id
 
 
 def tagged(alias: str, tags: str) -> str:
@@ -210,7 +221,7 @@ pool AS (
 top AS (
     SELECT id, cardinality(ARRAY(SELECT unnest(keywords) INTERSECT SELECT unnest($1::text[]))) AS hits
     FROM pool ORDER BY hits DESC, importance DESC, created_at DESC LIMIT $5)
-SELECT {", ".join("f." + c.strip() for c in COLUMNS.split(","))}, top.hits
+SELECT {F_COLUMNS}, top.hits
 FROM top JOIN agent_memory.fragments f USING (id) ORDER BY top.hits DESC, f.importance DESC, f.created_at DESC
 """
 
