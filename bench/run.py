@@ -91,9 +91,16 @@ class System:
 
     def _per_component(self, measure) -> dict[str, float]:
         """Sum `measure(process)` over the system's processes, grouped by service (Postgres backends included)."""
+        out: dict[str, float] = {}
+        for name, value in self._per_process(measure).values():
+            out[name] = out.get(name, 0) + value
+        return out
+
+    def _per_process(self, measure) -> dict[int, tuple[str, float]]:
+        """`measure(process)` of each of the system's processes by pid, with the service it belongs to."""
         if self.process is None:
             return {}
-        out: dict[str, float] = {}
+        out: dict[int, tuple[str, float]] = {}
         for child in psutil.Process(self.process.pid).children(recursive=True):
             try:
                 cmd = " ".join(child.cmdline())
@@ -107,10 +114,14 @@ class System:
                     ),
                     child.name(),
                 )
-                out[name] = out.get(name, 0) + measure(child)
+                out[child.pid] = (name, measure(child))
             except psutil.Error:
                 continue
         return out
+
+    def cpu_by_process(self) -> dict[int, tuple[str, float]]:
+        """CPU seconds (user + system) used so far by each process, with its service."""
+        return self._per_process(lambda p: sum(p.cpu_times()[:2]))
 
     def memory(self) -> dict[str, float]:
         """Proportional set size per service, MiB: shared pages split among the processes mapping them. Every

@@ -144,24 +144,59 @@ async def run_op(system: System, op: str, workload: Workload, turns: Turns, clie
         for connection in connections:  # an unmeasured call opens each session's path
             await connection.call("recall", {"keywords": ["deploy"]})
         since = await db_now(system)
-        cpu_before, started = system.cpu_seconds(), time.perf_counter()
+        names = await postgres_names(system)
+        before, started = system.cpu_by_process(), time.perf_counter()
         await asyncio.gather(*(loop(k, c) for k, c in enumerate(connections)))
         elapsed = time.perf_counter() - started
         # the work the calls left the workers (vectors, evaluations, relayed events) is theirs too
         await digested(system, since)
         window = time.perf_counter() - started
-        cpu_after = system.cpu_seconds()
+        after = system.cpu_by_process()
+        names |= await postgres_names(system)
     finally:
         for connection in connections:
             connection.close()
-    spent = {k: cpu_after[k] - cpu_before.get(k, 0) for k in cpu_after if k != "bench"}
     return percentiles(latencies) | {
+        "cpu_s": {k: round(v, 3) for k, v in spent(before, after).items()},
+        "postgres_ms": {
+            k: round(v * 1000 / len(latencies), 2) for k, v in sorted(spent(before, after, names).items()) if v > 0
+        },
         "throughput_per_s": round(len(latencies) / elapsed, 1),
         "seconds": round(window, 2),
         "digest_s": round(window - elapsed, 2),
-        "cpu_s": {k: round(v, 3) for k, v in spent.items()},
         "calls": len(latencies),
     }
+
+
+async def postgres_names(system: System) -> dict[int, str]:
+    """Postgres processes by whom they work for: a backend by its client's application_name (`memento.<service>`,
+    the pools and listeners name themselves), the server's own processes by their type."""
+    conn = await asyncpg.connect(system.owner_url(), server_settings={"application_name": "bench"})
+    try:
+        rows = await conn.fetch("SELECT pid, application_name, backend_type FROM pg_stat_activity")
+    finally:
+        await conn.close()
+    return {
+        r["pid"]: r["application_name"].removeprefix("memento.") if r["application_name"] else "server's own"
+        for r in rows
+        if r["backend_type"] != "client backend" or r["application_name"]
+    }
+
+
+def spent(
+    before: dict[int, tuple[str, float]], after: dict[int, tuple[str, float]], postgres: dict[int, str] | None = None
+) -> dict[str, float]:
+    """CPU seconds each service spent between two snapshots, process by process (a process that ended in between is
+    left out, one that started counts whole). With `postgres`, only Postgres's processes, by whom they work for."""
+    out: dict[str, float] = {}
+    for pid, (name, seconds) in after.items():
+        if postgres is not None:
+            if name != "postgres":
+                continue
+            name = postgres.get(pid, "server's own")
+        if name != "bench":
+            out[name] = out.get(name, 0.0) + seconds - before.get(pid, (name, 0.0))[1]
+    return out
 
 
 async def db_now(system: System):
@@ -194,10 +229,9 @@ async def digested(system: System, since, timeout: float = 900) -> None:
 
 async def idle_rate(system: System, seconds: float) -> dict[str, float]:
     """CPU seconds a second each process spends with no calls."""
-    before = system.cpu_seconds()
+    before = system.cpu_by_process()
     await asyncio.sleep(seconds)
-    after = system.cpu_seconds()
-    return {k: (after[k] - before.get(k, 0)) / seconds for k in after if k != "bench"}
+    return {k: v / seconds for k, v in spent(before, system.cpu_by_process()).items()}
 
 
 def per_call(stats: dict, idle: dict[str, float]) -> dict[str, float]:
@@ -280,16 +314,15 @@ async def sustained(system: System, workload: Workload, args: argparse.Namespace
             await connection.call("remember", arguments)
             latencies.append(time.perf_counter() - started)
 
-    cpu_before, started = system.cpu_seconds(), time.perf_counter()
+    before, started = system.cpu_by_process(), time.perf_counter()
     try:
         await asyncio.gather(*(loop(c) for c in connections))
     finally:
         for connection in connections:
             connection.close()
     elapsed = time.perf_counter() - started
-    cpu_after = system.cpu_seconds()
     stats = percentiles(latencies) | {"throughput_per_s": round(len(latencies) / elapsed, 1), "seconds": elapsed}
-    stats["cpu_s"] = {k: cpu_after[k] - cpu_before.get(k, 0) for k in cpu_after if k != "bench"}
+    stats["cpu_s"] = spent(before, system.cpu_by_process())
     stats["calls"] = len(latencies)
     stats["cpu_ms"] = per_call(stats, idle)
     stats["embedded"] = await embedded_once(system, workload.run)
@@ -319,6 +352,18 @@ def markdown(results: dict) -> str:
         lines.append(
             f"| {op} | {s['throughput_per_s']} | {s['p50_ms']} | {s['p95_ms']} | **{s['server_cpu_ms']}** | {cells} |"
         )
+    split = [
+        f"{op}: " + ", ".join(f"{k} {v}" for k, v in sorted(s["postgres_ms"].items(), key=lambda kv: -kv[1]))
+        for op, s in results["ops"].items()
+        if s.get("postgres_ms")
+    ]
+    if split:
+        lines += [
+            "",
+            "Postgres's CPU ms per call by whom it worked for (its backends by their client): "
+            + "; ".join(split)
+            + ".",
+        ]
     if "throughput" in results:
         t = results["throughput"]
         lines += [
