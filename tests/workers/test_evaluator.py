@@ -173,7 +173,8 @@ class AmendingScorer:
 
     name = "offline"
 
-    def __init__(self, owner, sql: str, *args) -> None:
+    def __init__(self, owner, sql: str, *args, local: bool) -> None:
+        self.local = local  # scored inside the evaluator's transaction, or between two (a model's way)
         self.inner = OfflineScorer()
         self.owner, self.sql, self.args = owner, sql, args
         self.seen: list[Fragment] = []
@@ -199,13 +200,15 @@ async def _evaluator_runtime(wenv, scorer):
         await close_runtime(rt)
 
 
-async def test_an_amend_of_the_topic_while_scoring_does_not_drop_the_score(wenv, tenant):
+@pytest.mark.parametrize("local", [True, False])
+async def test_an_amend_of_the_topic_while_scoring_does_not_drop_the_score(wenv, tenant, local):
     """amend of topic, type, importance or isAnchor emits no event: the score of the unchanged content must land."""
     [frag_id] = await store_fragments(wenv.app, tenant, [SPECIFIC], kind="procedure")
     scorer = AmendingScorer(
         wenv.owner,
         "UPDATE agent_memory.fragments SET topic = 'renamed', updated_at = now() WHERE id = $1",
         frag_id,
+        local=local,
     )
     async with _evaluator_runtime(wenv, scorer) as rt:
         await evaluate_fragment(_event(frag_id), rt)
@@ -219,7 +222,8 @@ async def test_an_amend_of_the_topic_while_scoring_does_not_drop_the_score(wenv,
     assert topic == "renamed" and judged, "judged in its current form: a re-delivered event is skipped"
 
 
-async def test_an_amend_of_the_content_while_scoring_keeps_the_stale_score_out(wenv, tenant):
+@pytest.mark.parametrize("local", [True, False])
+async def test_an_amend_of_the_content_while_scoring_keeps_the_stale_score_out(wenv, tenant, local):
     [frag_id] = await store_fragments(wenv.app, tenant, [SPECIFIC], kind="procedure")
     scorer = AmendingScorer(
         wenv.owner,
@@ -227,6 +231,7 @@ async def test_an_amend_of_the_content_while_scoring_keeps_the_stale_score_out(w
         frag_id,
         VAGUE,
         "hash-of-the-amended-content",
+        local=local,
     )
     async with _evaluator_runtime(wenv, scorer) as rt:
         await evaluate_fragment(_event(frag_id), rt)

@@ -24,6 +24,7 @@ class Score:
 
 class Scorer(Protocol):
     name: str
+    local: bool  # scores without a network call, so it may score inside the evaluator's transaction
 
     async def score(self, fragment: Fragment) -> Score: ...
 

@@ -43,6 +43,7 @@ def _retry_after(exc: errors.APIError) -> float | None:
 
 class GeminiScorer:
     name = "gemini"
+    local = False
 
     def __init__(
         self, *, api_key: str, model: str, base_url: str | None, timeout_s: float, limiter: ProviderLimiter

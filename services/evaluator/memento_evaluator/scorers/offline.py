@@ -50,7 +50,9 @@ _RULES = re.compile(
 )
 _PRIORS = {"procedure": 0.6, "decision": 0.5, "error": 0.5, "preference": 0.5, "fact": 0.2, "relation": 0.2}
 
-NOVELTY_WINDOW = 200
+# 50, not 200: pg_trgm's similarity to 200 rows was ~3 ms of Postgres CPU a write, the largest single share of a
+# `remember` (issue 50, bench/README.md); an agent repeating itself does so within its last fifty writes
+NOVELTY_WINDOW = 50
 # the closest of the most recent fragments the same agent sees in its workspace, newest first through the scope index
 NOVELTY_SQL = (
     "SELECT coalesce(max(similarity(content, $1)), 0) FROM ("
@@ -95,6 +97,7 @@ def quality(content: str, fragment_type: str, novelty: float) -> Score:
 
 class OfflineScorer:
     name = "offline"
+    local = True
 
     async def score(self, fragment: Fragment) -> Score:
         return quality(fragment.content, fragment.type, fragment.novelty)
