@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from typing import Any
 
 from opentelemetry import context, propagate, trace
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
+from opentelemetry.sdk.trace.sampling import ALWAYS_OFF, Sampler
 
 _INSTRUMENTED = False
 # Probes and scrapes would be most of the spans and say nothing about a request.
@@ -17,8 +19,10 @@ EXCLUDED_URLS = "/health,/livez,/metrics"
 
 def setup_tracing(service: str, otlp_endpoint: str = "") -> TracerProvider:
     """One provider per process; the sampler follows OTEL_TRACES_SAMPLER / OTEL_TRACES_SAMPLER_ARG (default:
-    parent-based always-on), so a sampled request stays sampled across every service it reaches."""
-    provider = TracerProvider(resource=Resource.create({"service.name": os.environ.get("OTEL_SERVICE_NAME", service)}))
+    parent-based always-on), so a sampled request stays sampled across every service it reaches. Without an
+    endpoint and without a sampler asked for, nothing is sampled."""
+    resource = Resource.create({"service.name": os.environ.get("OTEL_SERVICE_NAME", service)})
+    provider = TracerProvider(resource=resource, sampler=sampler_for(otlp_endpoint, os.environ))
     if otlp_endpoint:
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
@@ -28,6 +32,13 @@ def setup_tracing(service: str, otlp_endpoint: str = "") -> TracerProvider:
     trace.set_tracer_provider(provider)
     instrument_clients()
     return provider
+
+
+def sampler_for(otlp_endpoint: str, environ: Mapping[str, str]) -> Sampler | None:
+    """None (the SDK's choice from OTEL_TRACES_SAMPLER, parent-based always-on by default) when spans have somewhere
+    to go or a sampler is asked for; otherwise record none: with nowhere to send them spans are only CPU (issue 50,
+    bench/README.md). Trace ids still reach the logs and the next service, marked not sampled."""
+    return None if otlp_endpoint or "OTEL_TRACES_SAMPLER" in environ else ALWAYS_OFF
 
 
 def instrument_clients() -> None:
