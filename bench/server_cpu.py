@@ -12,6 +12,7 @@ Also: the idle system's CPU over a minute, and sustained `remember` throughput (
 go for `--seconds`), with its p95 and whether every fragment it wrote was embedded exactly once afterwards.
 
     python -m bench.server_cpu --n 10000
+    python -m bench.server_cpu --compare 10k BEFORE.json AFTER.json 1M BEFORE.json AFTER.json   # docs/benchmarks.md
 """
 
 from __future__ import annotations
@@ -23,13 +24,14 @@ import os
 import platform
 import sys
 import time
+from pathlib import Path
 from urllib.parse import urlsplit
 
 import asyncpg
 
 from bench import dialects
 from bench.load import load
-from bench.report import percentiles, save
+from bench.report import percentiles, replace_readme_block, save
 from bench.run import WORKSPACE, System, Workload, wait_for_l1
 
 SERVER = ("gateway", "memory_api", "postgres", "valkey-server", "evaluator", "consolidator")  # the embedder apart
@@ -375,8 +377,67 @@ def markdown(results: dict) -> str:
     return "\n".join(lines)
 
 
+def compared(runs: list[tuple[str, dict, dict]]) -> str:
+    """Before and after, per store size: server CPU per call with each process's share, throughput and p95."""
+    lines = []
+    for size, before, after in runs:
+        names = [
+            k
+            for k in (*SERVER, "embedder")
+            if any(k in s["cpu_ms"] for r in (before, after) for s in r["ops"].values())
+        ]
+        lines += [
+            f"{size} fragments (`{before['file']}` against `{after['file']}`): server CPU ms per acknowledged call, "
+            "each process's share, the embedder (the model) apart; calls/s and p95 ms as the bare clients saw them.",
+            "",
+            "| operation | code | calls/s | p95 ms | server CPU ms | " + " | ".join(names) + " |",
+            "|---|---|---|---|---|" + "---|" * len(names),
+        ]
+        for op in after["ops"]:
+            for code, run in (("before", before), ("after", after)):
+                s = run["ops"].get(op)
+                if s is not None:
+                    cells = " | ".join(str(s["cpu_ms"].get(k, 0)) for k in names)
+                    head = f"| {op} | {code} | {s['throughput_per_s']} | {s['p95_ms']} | **{s['server_cpu_ms']}** |"
+                    lines.append(f"{head} {cells} |")
+        split = [
+            f"{op}: "
+            + ", ".join(f"{k} {v}" for k, v in sorted(s["postgres_ms"].items(), key=lambda kv: -kv[1]) if v >= 0.1)
+            for op, s in after["ops"].items()
+            if s.get("postgres_ms")
+        ]
+        lines += ["", "Postgres's share after, by whom its backends worked for: " + "; ".join(split) + "."]
+        for code, run in (("before", before), ("after", after)):
+            t = run.get("throughput")
+            if t:
+                lines.append(
+                    f"Sustained `remember`, {code}: {t['throughput_per_s']}/s, p95 {t['p95_ms']} ms, "
+                    f"{t['embedded']['once']} of {t['embedded']['n']} embedded exactly once."
+                )
+        idle = [
+            f"{code} {sum(r['idle_cores'].values()) * 100:.2f} %" for code, r in (("before", before), ("after", after))
+        ]
+        lines += [f"Idle, every service of `make run`, % of a core: {', '.join(idle)}.", ""]
+    return "\n".join(lines).rstrip()
+
+
+def compare(files: list[str]) -> None:
+    """--compare SIZE BEFORE.json AFTER.json ...: one file holding every pair, and the before/after block."""
+    if len(files) % 3:
+        raise SystemExit("bench: --compare takes SIZE BEFORE.json AFTER.json, one triple per store size")
+    runs = [
+        (files[i], json.loads(Path(files[i + 1]).read_text()), json.loads(Path(files[i + 2]).read_text()))
+        for i in range(0, len(files), 3)
+    ]
+    save({"compared": [{"size": size, "before": b, "after": a} for size, b, a in runs]}, "server-cpu-compared")
+    text = compared(runs)
+    if not replace_readme_block("server-cpu", text):
+        print(text)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--compare", nargs="+", metavar="F", help="SIZE BEFORE.json AFTER.json ...: the block only")
     parser.add_argument("--n", type=int, default=10_000, help="fragments to bulk-load")
     parser.add_argument("--calls", type=int, default=400, help="measured calls per operation")
     parser.add_argument("--clients", type=int, default=4, help="connections per operation")
@@ -389,6 +450,8 @@ def main() -> None:
     parser.add_argument("--port", type=int, default=56462, help="gateway port of the started system")
     parser.set_defaults(url=None, key=None)
     args = parser.parse_args()
+    if args.compare:
+        return compare(args.compare)
     results = asyncio.run(main_async(args))
     save(results, f"server-cpu-{args.n}")
     print(markdown(results))
