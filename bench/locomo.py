@@ -253,6 +253,10 @@ VARIANTS: dict[str, tuple[str, dict[str, str]]] = {
     "rounds_0.5": ("the defaults with the rounds list at weight 0.5", {"RECALL_ROUNDS": "0.5"}),
     "no_context_floor": ("the defaults without the context floor", {"RECALL_CONTEXT_FLOOR": "0"}),
     "no_hop": ("the defaults without the second hop", {"RECALL_HOP": "0"}),
+    "no_hop_word_kinds": (
+        "the defaults, the second hop asking for places and named things only (not activities, events...)",
+        {"RECALL_HOP_WORD_KINDS": "false"},
+    ),
     "hop_6": ("the defaults with the second hop at weight 6", {"RECALL_HOP": "6"}),
     "hop_12": ("the defaults with the second hop at weight 12", {"RECALL_HOP": "12"}),
     "no_stems": ("the defaults without stems (words compared as written)", {"RECALL_STEMS": "false"}),
