@@ -233,7 +233,8 @@ EVENT_WORDS = frozenset(
 FOOD_WORDS = frozenset(
     """recipe cake cookie pie bread muffin cupcake brownie pastry dessert pasta pizza soup salad curry stew sandwich
     tacos burger sushi pancakes waffles smoothie chocolate pudding tart cheesecake lasagna casserole baking
-    레시피 요리 케이크 쿠키 파이 빵 머핀 디저트 파스타 피자 수프 샐러드 카레 샌드위치 버거 초밥 김치 떡볶이 비빔밥""".split()
+    레시피 요리 케이크 쿠키 파이 빵 머핀 디저트 파스타 피자 수프 샐러드 카레
+    샌드위치 버거 초밥 김치 떡볶이 비빔밥""".split()
 )
 ANIMAL_WORDS = frozenset(
     """pet dog puppy cat kitten turtle bird parrot hamster rabbit bunny horse snake lizard
