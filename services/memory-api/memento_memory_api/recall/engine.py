@@ -310,7 +310,9 @@ async def _hop_rows(
         return None
     followed = hops.links_of([found.rows[i] for i in lexical_ids[: hops.SEEDS] if i in found.rows], ask)
     profile = ctx.profile
-    rows = await hops.read(conn, ctx.scope, agents, profile.id, profile.dimension, ask, followed, query.filters)
+    rows = await hops.read(
+        conn, ctx.scope, agents, profile.id, profile.dimension, ask, followed, query.filters, tuning.hop_rows
+    )
     return ask, followed, rows
 
 
