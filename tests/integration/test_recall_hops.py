@@ -131,9 +131,11 @@ async def test_the_hop_reads_only_rows_the_search_may_return(servers, owner_pool
             scope = Scope(tenant, "default", "default")
             every = await hops.read(conn, scope, None, PROFILE, DIM, ask, [], Filters())
             chat = await hops.read(conn, scope, None, PROFILE, DIM, ask, [], Filters(topic="chat"))
+            newest = await hops.read(conn, scope, None, PROFILE, DIM, ask, [], Filters(), limit=1)
     finally:
         await conn.close()
     assert {r["id"] for r in every} == {chicago, boston}  # never the other tenant's Denver
     assert [r["id"] for r in chat] == [chicago]
+    assert [r["id"] for r in newest] == [boston]  # RECALL_HOP_ROWS: the newest rows, at most that many
     ranked = hops.rank(every, ask, [], frozenset({"citi", "john"}), Q)
     assert set(ranked) == {chicago, boston}
