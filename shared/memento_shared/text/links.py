@@ -133,7 +133,9 @@ def asked(question: str, by_words: bool = True) -> Asked | None:
     names = [n.lower() for n in question_names(question) if not _KIND_WORD.fullmatch(n)]
     if not names or not _LIST_ASK.search(question):
         return None
-    kinds = (PLACE,) if _PLACE_ASK.search(question) else (NAMED,) if _NAMED_ASK.search(question) else ()
+    kinds: tuple[str, ...] = (
+        (PLACE,) if _PLACE_ASK.search(question) else (NAMED,) if _NAMED_ASK.search(question) else ()
+    )
     if by_words:
         kinds += tuple(kind for kind, ask in _WORD_KIND_ASKS.items() if ask.search(question))
     if not kinds and re.search(r"[가-힣]", question):
