@@ -9,9 +9,8 @@ stems, entity_words): `=activity` ("swimming", "pottery"), `=event` ("festival",
 
 A question's ask (`asked`): the people it is about (its names, as `s:` and `n:` tokens) and the kind of thing it
 asks for ("Which cities..." a place, "What books..." something named, "What activities..." an activity), when it
-asks for a list of them: a plural
-after "what"/"which" ("What books has Tim read?"), "both", "how many"; in Korean a name with a kind word
-("민수가 가 본 도시는?").
+asks for a list of them: a plural after "what"/"which" ("What books has Tim read?"), "both", "how many"; in Korean a
+name with a kind word ("민수가 가 본 도시는?", "민수가 좋아하는 운동은?").
 Such answers sit in several memories that share the person and the kind but few words with the question, which is what
 the second hop (recall.hops) follows. Any other question gets None: the hop is not read.
 
@@ -122,7 +121,7 @@ class Asked:
     """What a list question asks (module docstring)."""
 
     subjects: tuple[str, ...]  # the people it is about, as tokens: "s:tim", "n:tim"
-    kinds: tuple[str, ...]  # the kinds of thing it asks for: PLACE, NAMED, WORD_KINDS', or none (links alone)
+    kinds: tuple[str, ...]  # the kinds of thing it asks for: PLACE, NAMED, WORD_KINDS' keys, or none
     names: frozenset[str]  # its names in lower case: never followed as a link (every row of the hop holds them)
 
 
