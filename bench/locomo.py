@@ -253,6 +253,11 @@ VARIANTS: dict[str, tuple[str, dict[str, str]]] = {
     "rounds_0.5": ("the defaults with the rounds list at weight 0.5", {"RECALL_ROUNDS": "0.5"}),
     "no_context_floor": ("the defaults without the context floor", {"RECALL_CONTEXT_FLOOR": "0"}),
     "no_hop": ("the defaults without the second hop", {"RECALL_HOP": "0"}),
+    "no_hop_word_kinds": (
+        "the defaults, the second hop asking for places and named things only (not activities, events...)",
+        {"RECALL_HOP_WORD_KINDS": "false"},
+    ),
+    "hop_rows_200": ("the defaults, the second hop reading 200 rows (before)", {"RECALL_HOP_ROWS": "200"}),
     "hop_6": ("the defaults with the second hop at weight 6", {"RECALL_HOP": "6"}),
     "hop_12": ("the defaults with the second hop at weight 12", {"RECALL_HOP": "12"}),
     "no_stems": ("the defaults without stems (words compared as written)", {"RECALL_STEMS": "false"}),
@@ -283,7 +288,7 @@ TUNING = ["shipped", "first", "context_0.5", "context_2", "share_0.3", "share_0.
           "decompose_0.5", "decompose_1", "candidates_15", "window_1", "lift_0.5_context_2", "lift_0.5_time_0.6",
           "lift_0.5_top_3", "lift_0.5_context_2_time_0.6", "lift_0.5_context_2_time_0.6_candidates_15", "issue28",
           "answer_lift_0.7", "question_discount_0.35", "rounds_0.5", "defaults_decompose_0.5", "hop_6",
-          "hop_12"]  # fmt: skip
+          "hop_12", "hop_rows_200"]  # fmt: skip
 
 
 def environment(variant: str) -> dict[str, str]:

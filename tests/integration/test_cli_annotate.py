@@ -95,6 +95,26 @@ async def test_annotate_gives_fragments_stored_before_0025_their_entities(memory
     assert "entities written for 0 fragment(s)" in again.out
 
 
+async def test_annotate_kinds_marks_fragments_written_before_the_word_kinds(memory_api, servers, owner_pool, tenant):
+    swim = await remember(memory_api, tenant, f"Mel {SAID}: I'm off to go swimming with the kids", "D3:1")
+    plain = await remember(memory_api, tenant, f"Mel {SAID}: Thanks, that means a lot", "D3:2")
+    assert await owner_pool.fetchval("SELECT entities FROM agent_memory.fragments WHERE id = $1", swim) == [
+        "=activity",
+        "s:mel",
+    ]  # written so since
+    await owner_pool.execute("UPDATE agent_memory.fragments SET entities = '{s:mel}' WHERE id = ANY($1)", [swim, plain])
+
+    ran = await memento(system_env(servers), "admin", "annotate", "--kinds")
+    assert ran.code == 0, ran.err
+    assert re.search(r"kinds marked for [1-9]\d* fragment\(s\)", ran.out)
+    rows = {r["id"]: r["entities"] for r in await owner_pool.fetch(
+        "SELECT id, entities FROM agent_memory.fragments WHERE id = ANY($1)", [swim, plain])}  # fmt: skip
+    assert rows == {swim: ["=activity", "s:mel"], plain: ["s:mel"]}
+
+    again = await memento(system_env(servers), "admin", "annotate", "--kinds")
+    assert "kinds marked for 0 fragment(s)" in again.out
+
+
 async def test_annotate_refuses_a_batch_below_one(servers):
     ran = await memento(system_env(servers), "admin", "annotate", "--batch", "0")
     assert ran.code == 2 and "--batch" in ran.err

@@ -73,6 +73,40 @@ async def test_without_the_hop_they_stay_below_the_rows_nearer_the_question(serv
     assert found.index(ids["chicago"]) > 10 and found.index(ids["rome"]) > 10
 
 
+ACTIVITIES = "What activities has Melanie done with her family?"
+
+
+async def _activities(servers, owner_pool, tenant: str, **env: str) -> tuple[list[str], dict[str, str]]:
+    """Melanie's turns: one close to the question, two that name what she did with her kids in words it does not use
+    and far from its meaning, a dozen nearer that name no activity; Caroline went hiking."""
+    async with memory_api_with(servers, query=ACTIVITIES, **env) as api:
+        store = Store(api, owner_pool, tenant)
+        ids = {
+            "direct": await store.remember(f"Melanie {SAID}: Family time is what I love most", "chat", cosine=0.9),
+            "swim": await store.remember(f"Melanie {SAID}: I'm off to go swimming with the kids", "chat", cosine=0.05),
+            "camp": await store.remember(f"Melanie {SAID}: We camped by the lake last weekend", "chat", cosine=0.05),
+            "caroline": await store.remember(f"Caroline {SAID}: I went hiking on Sunday", "chat", cosine=0.05),
+        }
+        for n in range(12):
+            ids[f"other{n}"] = await store.remember(
+                f"Melanie {SAID}: day {n} was busy, the house was loud", "chat", cosine=0.3 + n / 40
+            )
+        body = await api.call("recall", {**ASKING, "text": ACTIVITIES}, tenant=tenant)
+    return [f["id"] for f in body["result"]["fragments"]], ids
+
+
+async def test_a_list_question_finds_the_activities_its_person_did(servers, owner_pool, tenant):
+    found, ids = await _activities(servers, owner_pool, tenant)
+    assert found[0] == ids["direct"]
+    assert set(found[3:5]) == {ids["swim"], ids["camp"]}  # marked =activity on write: swimming, camped
+    assert found.index(ids["caroline"]) > 5  # an activity, but not Melanie's
+
+
+async def test_without_the_word_kinds_the_activities_stay_far_down(servers, owner_pool, tenant):
+    found, ids = await _activities(servers, owner_pool, tenant, RECALL_HOP_WORD_KINDS="false")
+    assert found.index(ids["swim"]) > 10 and found.index(ids["camp"]) > 10
+
+
 async def test_the_hop_never_moves_the_best_rows_before_it(servers, owner_pool, tenant):
     plain, _ = await _ranked(servers, owner_pool, tenant, "0")
     async with memory_api_with(servers, query=QUESTION, RECALL_HOP="16", RECALL_HOP_KEEP="5") as api:
@@ -97,9 +131,11 @@ async def test_the_hop_reads_only_rows_the_search_may_return(servers, owner_pool
             scope = Scope(tenant, "default", "default")
             every = await hops.read(conn, scope, None, PROFILE, DIM, ask, [], Filters())
             chat = await hops.read(conn, scope, None, PROFILE, DIM, ask, [], Filters(topic="chat"))
+            newest = await hops.read(conn, scope, None, PROFILE, DIM, ask, [], Filters(), limit=1)
     finally:
         await conn.close()
     assert {r["id"] for r in every} == {chicago, boston}  # never the other tenant's Denver
     assert [r["id"] for r in chat] == [chicago]
+    assert [r["id"] for r in newest] == [boston]  # RECALL_HOP_ROWS: the newest rows, at most that many
     ranked = hops.rank(every, ask, [], frozenset({"citi", "john"}), Q)
     assert set(ranked) == {chicago, boston}

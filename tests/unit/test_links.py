@@ -1,6 +1,18 @@
 """text.links (issue 53): the entities a memory links by, in English and Korean, and what a question asks of them."""
 
-from memento_shared.text.links import NAMED, PLACE, asked, entity_tokens, fact_tokens
+from memento_shared.text.links import (
+    ACTIVITY,
+    ANIMAL,
+    EVENT,
+    FOOD,
+    INSTRUMENT,
+    NAMED,
+    PLACE,
+    asked,
+    entity_tokens,
+    fact_tokens,
+    word_kinds,
+)
 
 SAID = "(1:56 pm on 8 May, 2023)"
 
@@ -20,7 +32,17 @@ def test_a_place_is_listed_or_follows_its_cue():
 def test_what_names_nothing_links_by_nothing_but_its_speaker():
     assert entity_tokens("Deploys freeze on Fridays after noon") == []  # a weekday, though capitalised
     assert entity_tokens("Caroline: thanks, that means a lot") == ["s:caroline"]
-    assert entity_tokens("Melanie: Melanie loves pottery") == ["s:melanie"]  # the speaker is no other name
+    assert entity_tokens("Melanie: Melanie said hi") == ["s:melanie"]  # the speaker is no other name
+
+
+def test_kinds_that_are_not_names_are_marked_by_their_words():
+    tokens = entity_tokens(f"Melanie {SAID}: Yep, Caroline. I'm off to go swimming with the kids.")
+    assert tokens == sorted(["s:melanie", "n:caroline", NAMED, ACTIVITY])
+    assert word_kinds("We went camping, then to a music festival") == [ACTIVITY, EVENT]  # stems: "camped" too
+    assert word_kinds("I made a chocolate cake for my puppy's birthday") == [FOOD, ANIMAL]
+    assert word_kinds("I've been practicing the violin every night") == [INSTRUMENT]
+    assert word_kinds("Let's talk about the show when you run by") == []  # words mostly meaning something else
+    assert entity_tokens("민수: 주말에 등산을 다녀왔어") == sorted(["s:민수", ACTIVITY])  # 등산을: the stem 등산
 
 
 def test_a_korean_turn_links_by_its_speaker_names_and_listed_places():
@@ -34,8 +56,13 @@ def test_a_list_question_asks_for_the_kind_of_thing_about_its_person():
     assert where is not None and where.subjects == ("s:john", "n:john") and where.kinds == (PLACE,)
     books = asked("What books has Tim read?")
     assert books is not None and books.kinds == (NAMED,) and books.names == frozenset({"tim"})
-    both = asked("What animal do both Nate and Joanna like?")
+    both = asked("What do both Nate and Joanna like?")
     assert both is not None and both.kinds == () and set(both.subjects) == {"s:nate", "n:nate", "s:joanna", "n:joanna"}
+    animal = asked("What animal do both Nate and Joanna like?")
+    assert animal is not None and animal.kinds == (ANIMAL,)
+    family = asked("What activities has Melanie done with her family?")
+    assert family is not None and family.kinds == (ACTIVITY,)
+    assert asked("What activities has Melanie done with her family?", by_words=False).kinds == ()  # type: ignore[union-attr]
     assert asked("How many children does Melanie have?") is not None
 
 
@@ -51,6 +78,8 @@ def test_a_korean_question_asks_by_its_kind_word():
     film = asked("지연이 본 영화는?")
     assert film is not None and film.kinds == (NAMED,)
     assert asked("민수는 뭐 했어?") is None  # no kind word: no list asked for
+    sport = asked("민수가 좋아하는 운동은?")
+    assert sport is not None and sport.kinds == (ACTIVITY,)
 
 
 def test_the_facts_names_join_the_memorys_own():

@@ -93,6 +93,10 @@ class MemoryApiSettings(
     # (0: none read), and how many of the best rows before it keep their places whatever it adds
     recall_hop: float = Field(3.0, alias="RECALL_HOP", ge=0, le=16)
     recall_hop_keep: int = Field(3, alias="RECALL_HOP_KEEP", ge=0, le=20)
+    # whether the hop asks for the kinds that are not names (activities, events, food, animals, instruments; links.py)
+    recall_hop_word_kinds: bool = Field(True, alias="RECALL_HOP_WORD_KINDS")
+    # the rows the hop reads at most (the newest of those holding the person and a kind or link asked for)
+    recall_hop_rows: int = Field(400, alias="RECALL_HOP_ROWS", ge=1, le=1000)
     # Seed 000 defaults this to false; Memento's queues need Redis, so here it only switches L1 and caching.
     redis_enabled: bool = Field(True, alias="REDIS_ENABLED")
     # how long memory-api waits for Redis on a request (L1, working memory) before it goes on without it

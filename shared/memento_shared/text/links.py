@@ -3,12 +3,14 @@
 A memory's entity tokens (`entity_tokens`, stored in fragments.entities, migration 0025): its speaker `s:<name>`,
 every other name it gives as `n:<name>` or, for a place, `p:<name>` (lower case), and a marker of the kinds it names:
 `=named` for any name, `=place` for a place. A place is a listed one (entity_words.PLACES, KO_PLACES) or a name right
-after "in", "to", "from", "visited"... ("a trip to Rome"). Two memories are linked by the tokens they share.
+after "in", "to", "from", "visited"... ("a trip to Rome"). Kinds that are not names are marked by their words (their
+stems, entity_words): `=activity` ("swimming", "pottery"), `=event` ("festival", "fundraiser"), `=food`, `=animal`,
+`=instrument`. Two memories are linked by the tokens they share.
 
 A question's ask (`asked`): the people it is about (its names, as `s:` and `n:` tokens) and the kind of thing it
-asks for ("Which cities..." a place, "What books..." something named), when it asks for a list of them: a plural
-after "what"/"which" ("What books has Tim read?"), "both", "how many"; in Korean a name with a kind word
-("민수가 가 본 도시는?").
+asks for ("Which cities..." a place, "What books..." something named, "What activities..." an activity), when it
+asks for a list of them: a plural after "what"/"which" ("What books has Tim read?"), "both", "how many"; in Korean a
+name with a kind word ("민수가 가 본 도시는?", "민수가 좋아하는 운동은?").
 Such answers sit in several memories that share the person and the kind but few words with the question, which is what
 the second hop (recall.hops) follows. Any other question gets None: the hop is not read.
 
@@ -23,8 +25,9 @@ from dataclasses import dataclass
 
 from memento_shared.text import entity_words as words
 from memento_shared.text.entities import Entities, extract, question_names
+from memento_shared.text.stems import stem
 
-__all__ = ["Asked", "asked", "entity_tokens", "fact_tokens"]
+__all__ = ["WORD_KINDS", "Asked", "asked", "entity_tokens", "fact_tokens", "word_kinds"]
 
 NAMED, PLACE = "=named", "=place"
 # a place's cue: the words right before a name ("in", "to the", "visited")
@@ -41,7 +44,31 @@ _NAMED_ASK = re.compile(
     r"brands?|teams?)\b|책|소설|영화|드라마|게임|노래|밴드|가수|작가|이름",
     re.I,
 )
-_KIND_WORD = re.compile(f"(?:{_PLACE_ASK.pattern})|(?:{_NAMED_ASK.pattern})", re.I)
+ACTIVITY, EVENT, FOOD, ANIMAL, INSTRUMENT = "=activity", "=event", "=food", "=animal", "=instrument"
+# the kinds that are not names: a memory is marked by its words (their stems), a question by its kind word
+WORD_KINDS = {
+    ACTIVITY: frozenset(map(stem, words.ACTIVITY_WORDS)),
+    EVENT: frozenset(map(stem, words.EVENT_WORDS)),
+    FOOD: frozenset(map(stem, words.FOOD_WORDS)),
+    ANIMAL: frozenset(map(stem, words.ANIMAL_WORDS)),
+    INSTRUMENT: frozenset(map(stem, words.INSTRUMENT_WORDS)),
+}
+_WORD_KIND_ASKS = {
+    ACTIVITY: re.compile(
+        r"\b(?:activit(?:y|ies)|hobb(?:y|ies)|sports?|exercises?|workouts?|interests?|martial arts|outdoor|pastimes?)\b"
+        r"|활동|취미|운동|스포츠",
+        re.I,
+    ),
+    EVENT: re.compile(
+        r"\b(?:events?|festivals?|concerts?|competitions?|tournaments?|conferences?|shows?)\b|행사|이벤트|축제|공연|대회",
+        re.I,
+    ),
+    FOOD: re.compile(r"\b(?:recipes?|desserts?|dishes|foods?|meals?|treats?)\b|음식|요리|레시피|디저트", re.I),
+    ANIMAL: re.compile(r"\b(?:pets?|animals?)\b|반려동물|동물", re.I),
+    INSTRUMENT: re.compile(r"\binstruments?\b|악기", re.I),
+}
+_WORD = re.compile(r"[0-9a-z가-힣_]+")  # a word as recall splits it (recall.relevance.words)
+_KIND_WORD = re.compile("|".join(f"(?:{p.pattern})" for p in (_PLACE_ASK, _NAMED_ASK, *_WORD_KIND_ASKS.values())), re.I)
 # a list is asked for: "What books has...", "Which US cities does...", "both", "how many"; in Korean a kind word does
 _LIST_ASK = re.compile(
     r"\b(?:what|which)\s+(?:\S+\s+){0,2}?\w+(?<!s)s\s+(?:has|have|does|do|did|is|are|was|were)\b|\bboth\b|\bhow many\b"
@@ -62,7 +89,14 @@ def entity_tokens(content: str, entities: Entities | None = None, known: Iterabl
             continue
         place = _is_place(name, low, content)
         tokens.update((f"p:{low}", PLACE, NAMED) if place else (f"n:{low}", NAMED))
+    tokens.update(word_kinds(content))
     return sorted(tokens)
+
+
+def word_kinds(text: str) -> list[str]:
+    """The markers of the kinds that are not names whose words `text` holds (module docstring)."""
+    stems = {stem(w) for w in _WORD.findall(text.lower())}
+    return [kind for kind, held in WORD_KINDS.items() if stems & held]
 
 
 def fact_tokens(facts: str, tokens: Iterable[str]) -> list[str]:
@@ -87,17 +121,22 @@ class Asked:
     """What a list question asks (module docstring)."""
 
     subjects: tuple[str, ...]  # the people it is about, as tokens: "s:tim", "n:tim"
-    kinds: tuple[str, ...]  # the kinds of thing it asks for: PLACE, NAMED, or none (the hop follows links alone)
+    kinds: tuple[str, ...]  # the kinds of thing it asks for: PLACE, NAMED, WORD_KINDS' keys, or none
     names: frozenset[str]  # its names in lower case: never followed as a link (every row of the hop holds them)
 
 
-def asked(question: str) -> Asked | None:
-    """The ask of a question that wants a list of things about someone it names, else None."""
+def asked(question: str, by_words: bool = True) -> Asked | None:
+    """The ask of a question that wants a list of things about someone it names, else None; `by_words` off, it
+    asks for places and named things only (RECALL_HOP_WORD_KINDS)."""
     # a kind word before a particle reads as a Korean name ("도시는"): it is what is asked for, not whom
     names = [n.lower() for n in question_names(question) if not _KIND_WORD.fullmatch(n)]
     if not names or not _LIST_ASK.search(question):
         return None
-    kinds = (PLACE,) if _PLACE_ASK.search(question) else (NAMED,) if _NAMED_ASK.search(question) else ()
+    kinds: tuple[str, ...] = (
+        (PLACE,) if _PLACE_ASK.search(question) else (NAMED,) if _NAMED_ASK.search(question) else ()
+    )
+    if by_words:
+        kinds += tuple(kind for kind, ask in _WORD_KIND_ASKS.items() if ask.search(question))
     if not kinds and re.search(r"[가-힣]", question):
         return None  # a Korean question asks for a list only by its kind word
     subjects = tuple(t for n in names for t in (f"s:{n}", f"n:{n}"))

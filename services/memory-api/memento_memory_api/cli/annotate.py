@@ -14,6 +14,10 @@ of their own: those whose `entities` is NULL (a fragment naming none gets an emp
 `--stems` (issue 53) writes every fragment's expansion afresh, now ending with the stems its words do not spell
 (text.stems), and the stems of its LLM facts, so a question's "camped" finds a memory stored before the upgrade that
 says "camping"; only rows whose expansion changes are written, so a second run writes none.
+
+`--kinds` (issue 53) adds to every fragment's entities the markers of the kinds that are not names its words (and its
+LLM facts') hold (text.links.word_kinds: `=activity`, `=event`...), written since; only rows that gain one are
+written, so a second run writes none.
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ from memento_memory_api.store import ANNOTATION, annotation_fields
 from memento_shared.db.pool import create_pool
 from memento_shared.db.rls import set_system
 from memento_shared.settings import cli_settings
-from memento_shared.text.links import entity_tokens, fact_tokens
+from memento_shared.text.links import entity_tokens, fact_tokens, word_kinds
 
 _UNANNOTATED = """
 SELECT id, content, source, created_at FROM agent_memory.fragments
@@ -55,8 +59,15 @@ UPDATE agent_memory.fragments f SET entities = ARRAY(SELECT jsonb_array_elements
 FROM unnest($1::text[], $2::text[]) AS u(id, entities)
 WHERE f.id = u.id AND f.entities IS NULL
 """
-
-
+_LINKED = (
+    "SELECT id, content, facts, entities FROM agent_memory.fragments WHERE entities IS NOT NULL AND id > $1"
+    " ORDER BY id LIMIT $2"
+)
+_KINDS = """
+UPDATE agent_memory.fragments f SET entities = ARRAY(SELECT jsonb_array_elements_text(u.entities::jsonb))
+FROM unnest($1::text[], $2::text[]) AS u(id, entities)
+WHERE f.id = u.id AND f.entities IS NOT NULL
+"""
 _EVERY = "SELECT id, content, source, created_at, facts FROM agent_memory.fragments WHERE id > $1 ORDER BY id LIMIT $2"
 _EXPANSION = """
 UPDATE agent_memory.fragments f SET expansion = u.expansion
@@ -73,7 +84,12 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     parser.add_argument(
         "--stems", action="store_true", help="also write every fragment's expansion afresh, with its stems (issue 53)"
     )
-    parser.set_defaults(handler=lambda args: asyncio.run(annotate_all(args.batch, args.stems)))
+    parser.add_argument(
+        "--kinds",
+        action="store_true",
+        help="also mark every fragment's entities with the kinds its words name: activities, events... (issue 53)",
+    )
+    parser.set_defaults(handler=lambda args: asyncio.run(annotate_all(args.batch, args.stems, args.kinds)))
 
 
 async def _in_batches(pool: Any, select: str, batch: int, write: Callable[[Any, list[Any]], Awaitable[str]]) -> int:
@@ -103,13 +119,25 @@ async def _link_rows(conn: Any, rows: list[Any]) -> str:
     return str(await conn.execute(_ENTITIES, [r["id"] for r in rows], tokens))
 
 
+async def _kind_rows(conn: Any, rows: list[Any]) -> str:
+    """Every linked row's entities with the kinds its words and facts name (--kinds); only those that gain one."""
+    gained = []
+    for r in rows:
+        tokens = sorted({*r["entities"], *word_kinds(r["content"]), *word_kinds(r["facts"] or "")})
+        if tokens != sorted(r["entities"]):
+            gained.append((r["id"], json.dumps(tokens)))
+    if not gained:
+        return "UPDATE 0"
+    return str(await conn.execute(_KINDS, [i for i, _ in gained], [t for _, t in gained]))
+
+
 async def _restem_rows(conn: Any, rows: list[Any]) -> str:
     """Every row's expansion afresh, with its stems (--stems)."""
     expansions = [annotation_fields(r["content"], r["source"], None, r["created_at"])["expansion"] for r in rows]
     return str(await conn.execute(_EXPANSION, [r["id"] for r in rows], expansions))
 
 
-async def annotate_all(batch: int, stems: bool = False) -> int:
+async def annotate_all(batch: int, stems: bool = False, kinds: bool = False) -> int:
     if batch < 1:
         sys.stderr.write("memento-admin annotate: --batch must be at least 1\n")
         return 2
@@ -119,10 +147,13 @@ async def annotate_all(batch: int, stems: bool = False) -> int:
         done = await _in_batches(pool, _UNANNOTATED, batch, _annotate_rows)
         linked = await _in_batches(pool, _UNLINKED, batch, _link_rows)
         restemmed = await _in_batches(pool, _EVERY, batch, _restem_rows) if stems else 0
+        marked = await _in_batches(pool, _LINKED, batch, _kind_rows) if kinds else 0
     finally:
         await pool.close()
     sys.stdout.write(f"annotated {done} fragment(s) in {time.monotonic() - started:.1f} s\n")
     sys.stdout.write(f"entities written for {linked} fragment(s)\n")
     if stems:
         sys.stdout.write(f"expansion written afresh for {restemmed} fragment(s)\n")
+    if kinds:
+        sys.stdout.write(f"kinds marked for {marked} fragment(s)\n")
     return 0

@@ -304,12 +304,15 @@ async def _hop_rows(
     """The second hop's rows (recall.hops), read while the model embeds the question, when the question asks for a
     list of things about someone (and is searched by meaning too: the hop is ranked with its vector); else None."""
     wanted = by_meaning and query.text and query.lexical and tuning.hop > 0
-    ask = links.asked(embedded_text(ctx, query)) if wanted and query.text else None  # the question, not a whole turn
+    text = embedded_text(ctx, query) if wanted and query.text else None  # the question, not a whole turn
+    ask = links.asked(text, tuning.hop_word_kinds) if text else None
     if ask is None:
         return None
     followed = hops.links_of([found.rows[i] for i in lexical_ids[: hops.SEEDS] if i in found.rows], ask)
     profile = ctx.profile
-    rows = await hops.read(conn, ctx.scope, agents, profile.id, profile.dimension, ask, followed, query.filters)
+    rows = await hops.read(
+        conn, ctx.scope, agents, profile.id, profile.dimension, ask, followed, query.filters, tuning.hop_rows
+    )
     return ask, followed, rows
 
 

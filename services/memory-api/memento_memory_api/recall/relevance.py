@@ -73,6 +73,8 @@ class Tuning:
     stems: bool = True  # words compared by their stems (text.stems)
     hop: float = 3.0  # the weight of the second hop's list (recall.hops); 0: none read
     hop_keep: int = 3  # the best rows before the hop keep their places (its rows go below them)
+    hop_word_kinds: bool = True  # the hop asks for activities, events... too (text.links.asked)
+    hop_rows: int = 400  # the rows the hop reads at most (recall.hops)
 
     @classmethod
     def of(cls, settings: Any, k: float) -> Tuning:
@@ -93,6 +95,8 @@ class Tuning:
             stems=settings.recall_stems,
             hop=settings.recall_hop,
             hop_keep=settings.recall_hop_keep,
+            hop_word_kinds=settings.recall_hop_word_kinds,
+            hop_rows=settings.recall_hop_rows,
         )
 
     @property
