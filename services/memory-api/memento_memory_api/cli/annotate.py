@@ -63,9 +63,13 @@ _LINKED = (
     "SELECT id, content, facts, entities FROM agent_memory.fragments WHERE entities IS NOT NULL AND id > $1"
     " ORDER BY id LIMIT $2"
 )
+# the kinds a row gains merged into its entities as they are now: an amend or the evaluator's facts written since the
+# batch was read keep their tokens
 _KINDS = """
-UPDATE agent_memory.fragments f SET entities = ARRAY(SELECT jsonb_array_elements_text(u.entities::jsonb))
-FROM unnest($1::text[], $2::text[]) AS u(id, entities)
+UPDATE agent_memory.fragments f SET entities = ARRAY(
+    SELECT DISTINCT t FROM unnest(f.entities || ARRAY(SELECT jsonb_array_elements_text(u.kinds::jsonb))) AS t
+    ORDER BY t)
+FROM unnest($1::text[], $2::text[]) AS u(id, kinds)
 WHERE f.id = u.id AND f.entities IS NOT NULL
 """
 _EVERY = "SELECT id, content, source, created_at, facts FROM agent_memory.fragments WHERE id > $1 ORDER BY id LIMIT $2"
@@ -123,9 +127,9 @@ async def _kind_rows(conn: Any, rows: list[Any]) -> str:
     """Every linked row's entities with the kinds its words and facts name (--kinds); only those that gain one."""
     gained = []
     for r in rows:
-        tokens = sorted({*r["entities"], *word_kinds(r["content"]), *word_kinds(r["facts"] or "")})
-        if tokens != sorted(r["entities"]):
-            gained.append((r["id"], json.dumps(tokens)))
+        kinds = sorted({*word_kinds(r["content"]), *word_kinds(r["facts"] or "")} - set(r["entities"]))
+        if kinds:
+            gained.append((r["id"], json.dumps(kinds)))
     if not gained:
         return "UPDATE 0"
     return str(await conn.execute(_KINDS, [i for i, _ in gained], [t for _, t in gained]))
