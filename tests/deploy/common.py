@@ -58,7 +58,7 @@ EXPOSED = "gateway"
 CONSOLE_COMMANDS = {s.command for s in SERVICES.values()}
 MIGRATE_COMMAND = "memento-migrate"
 # Variables a container may get that are not Memento settings.
-NON_SETTINGS_ENV = {"OTEL_SERVICE_NAME", "OMP_NUM_THREADS", "OMP_WAIT_POLICY"}
+NON_SETTINGS_ENV = {"OTEL_SERVICE_NAME", "OTEL_TRACES_SAMPLER", "OMP_NUM_THREADS", "OMP_WAIT_POLICY"}
 
 
 @cache

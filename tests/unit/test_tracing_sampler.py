@@ -16,6 +16,7 @@ def test_without_an_endpoint_no_span_is_recorded_but_the_trace_id_is_real():
     assert not span.is_recording()
     assert span.get_span_context().is_valid, "logs and the next service still get a trace id"
     assert not span.get_span_context().trace_flags.sampled
+    assert not _records(sampler_for("", {"OTEL_TRACES_SAMPLER": ""})), "compose and k8s template it empty"
 
 
 def test_with_an_endpoint_or_a_sampler_asked_for_spans_are_recorded():

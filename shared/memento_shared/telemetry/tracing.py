@@ -38,7 +38,7 @@ def sampler_for(otlp_endpoint: str, environ: Mapping[str, str]) -> Sampler | Non
     """None (the SDK's choice from OTEL_TRACES_SAMPLER, parent-based always-on by default) when spans have somewhere
     to go or a sampler is asked for; otherwise record none: with nowhere to send them spans are only CPU (issue 50,
     bench/README.md). Trace ids still reach the logs and the next service, marked not sampled."""
-    return None if otlp_endpoint or "OTEL_TRACES_SAMPLER" in environ else ALWAYS_OFF
+    return None if otlp_endpoint or environ.get("OTEL_TRACES_SAMPLER", "").strip() else ALWAYS_OFF
 
 
 def instrument_clients() -> None:
