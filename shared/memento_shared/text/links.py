@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from memento_shared.text import entity_words as words
 from memento_shared.text.entities import Entities, extract, question_names
 from memento_shared.text.stems import stem
+from memento_shared.text.stems import words as stemmed_words
 
 __all__ = ["WORD_KINDS", "Asked", "asked", "entity_tokens", "fact_tokens", "word_kinds"]
 
@@ -67,7 +68,6 @@ _WORD_KIND_ASKS = {
     ANIMAL: re.compile(r"\b(?:pets?|animals?)\b|반려동물|동물", re.I),
     INSTRUMENT: re.compile(r"\binstruments?\b|악기", re.I),
 }
-_WORD = re.compile(r"[0-9a-z가-힣_]+")  # a word as recall splits it (recall.relevance.words)
 _KIND_WORD = re.compile("|".join(f"(?:{p.pattern})" for p in (_PLACE_ASK, _NAMED_ASK, *_WORD_KIND_ASKS.values())), re.I)
 # a list is asked for: "What books has...", "Which US cities does...", "both", "how many"; in Korean a kind word does
 _LIST_ASK = re.compile(
@@ -95,8 +95,8 @@ def entity_tokens(content: str, entities: Entities | None = None, known: Iterabl
 
 def word_kinds(text: str) -> list[str]:
     """The markers of the kinds that are not names whose words `text` holds (module docstring)."""
-    stems = {stem(w) for w in _WORD.findall(text.lower())}
-    return [kind for kind, held in WORD_KINDS.items() if stems & held]
+    found = stemmed_words(text)
+    return [kind for kind, held in WORD_KINDS.items() if found & held]
 
 
 def fact_tokens(facts: str, tokens: Iterable[str]) -> list[str]:

@@ -19,10 +19,10 @@ import Stemmer
 
 from memento_shared.text.keywords import KO_PARTICLES, STOPWORDS
 
-__all__ = ["stem", "new_stems", "content_stems", "with_fact_stems"]
+__all__ = ["stem", "new_stems", "content_stems", "with_fact_stems", "words"]
 
 MAX_STEMS = 80
-_CONTENT_WORD = re.compile(r"[0-9a-z가-힣_]+")  # a word as recall's lexical side splits it (recall.relevance.words)
+_CONTENT_WORD = re.compile(r"[0-9a-z가-힣_]+")  # a word as recall's lexical side splits it
 
 _ENGLISH = Stemmer.Stemmer("english")
 _HANGUL = re.compile(r"[가-힣]")
@@ -41,6 +41,13 @@ def stem(word: str) -> str:
     if _LATIN.search(word) and word.isalpha():
         return str(_ENGLISH.stemWord(word))
     return word
+
+
+def words(text: str, stems: bool = True) -> frozenset[str]:
+    """The stems of `text`'s words of two letters or more, split as recall's lexical side splits them: a question's
+    "camped" and a row's "camping" meet as "camp"; with `stems` off, the words."""
+    found = (w for w in _CONTENT_WORD.findall(text.lower()) if len(w) > 1)
+    return frozenset(map(stem, found) if stems else found)
 
 
 def new_stems(words: list[str], limit: int) -> list[str]:

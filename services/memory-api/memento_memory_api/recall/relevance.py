@@ -49,7 +49,7 @@ from memento_memory_api.repositories import fragments as repo
 from memento_memory_api.uow import Scope
 from memento_shared.text import dates
 from memento_shared.text.keywords import STOPWORDS
-from memento_shared.text.stems import stem
+from memento_shared.text.stems import stem, words
 
 _WORD = re.compile(r"[0-9A-Za-z가-힣_]+")
 WEIGHT_FLOOR = 0.001  # a word every row read holds still counts a little: a lone candidate must not score 0
@@ -138,13 +138,6 @@ def parts(text: str) -> list[str]:
     pieces = [p.strip() for p in _CLAUSES.split(text) if p.strip()]
     kept = [p for p in pieces if len(content_terms(p)) >= 2]
     return kept if len(kept) >= 2 and len(kept) == len(pieces) else []
-
-
-def words(text: str, stems: bool = True) -> frozenset[str]:
-    """The stems of `text`'s words (text.stems): a question's "camped" and a row's "camping" meet as "camp"; with
-    `stems` off, the words."""
-    found = (w for w in _WORD.findall(text.lower()) if len(w) > 1)
-    return frozenset(map(stem, found) if stems else found)
 
 
 # row id -> (the texts its words were split from, those words): the same rows come back search after search, and
