@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
+from starlette.datastructures import Headers
+from starlette.types import ASGIApp, Message
 
 from memento_shared import jsonio
 
@@ -81,3 +83,89 @@ class InternalClient:
         if self._session is not None and not self._session.closed:
             await self._session.close()
             await asyncio.sleep(0)  # let the connector close its transports before the loop goes
+
+
+class InProcessClient(InternalClient):
+    """The same calls served by an ASGI app in this process, with no socket and no HTTP parsing: the gateway's
+    hop to memory-api when both are co-hosted (memento_devtools.cohost, issue 50 item 2).
+
+    The request runs as its own task, shielded from the caller: as over HTTP, a caller that gives up (a timeout,
+    a cancelled tool call) leaves the service to finish what it started, and it is never cut mid-transaction.
+    """
+
+    def __init__(self, app: ASGIApp, *, timeout_s: float = 10.0) -> None:
+        super().__init__("", timeout_s=timeout_s)
+        self.app = app
+        self.timeout_s = timeout_s
+        self._running: set[asyncio.Task[None]] = set()
+
+    async def _send(
+        self, method: str, path: str, data: bytes | None, headers: dict[str, str], timeout_s: float | None
+    ) -> Answer:
+        body = data or b""
+        raw = [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in headers.items()]
+        raw.append((b"content-length", str(len(body)).encode()))
+        path, _, query = path.partition("?")
+        scope = {
+            "type": "http",
+            "asgi": {"version": "3.0", "spec_version": "2.3"},
+            "http_version": "1.1",
+            "method": method,
+            "scheme": "http",
+            "path": path,
+            "raw_path": path.encode(),
+            "query_string": query.encode(),
+            "root_path": "",
+            "headers": raw,
+            "client": ("127.0.0.1", 0),
+            "server": ("127.0.0.1", 0),
+            "state": {},
+        }
+        answer: dict[str, Any] = {"chunks": []}
+        answered = asyncio.get_running_loop().create_future()
+        sent = False
+
+        async def receive() -> Message:
+            nonlocal sent
+            if not sent:
+                sent = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            await asyncio.shield(answered)  # a streaming response listens for the client leaving: not before the end
+            return {"type": "http.disconnect"}
+
+        async def send(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                answer["status"], answer["headers"] = message["status"], message.get("headers", [])
+            elif message["type"] == "http.response.body":
+                answer["chunks"].append(message.get("body", b""))
+                if not message.get("more_body", False) and not answered.done():
+                    answered.set_result(None)
+
+        async def run() -> None:
+            try:
+                await self.app(scope, receive, send)
+            finally:
+                if not answered.done():  # the app ended (or raised) without a whole answer
+                    answered.set_result(None)
+
+        task = asyncio.create_task(run())
+        self._running.add(task)
+        task.add_done_callback(self._ended)
+        try:
+            async with asyncio.timeout(timeout_s if timeout_s is not None else self.timeout_s):
+                await asyncio.shield(answered)
+        except TimeoutError as exc:
+            raise InternalTimeout(path) from exc
+        if "status" not in answer:
+            raise InternalUnreachable("ServerDisconnectedError")  # as aiohttp says of a server that died mid-call
+        return Answer(answer["status"], b"".join(answer["chunks"]), Headers(raw=answer["headers"]))
+
+    def _ended(self, task: asyncio.Task[None]) -> None:
+        self._running.discard(task)
+        if not task.cancelled():
+            task.exception()  # retrieved: the app's error handling logged it, and the caller has had its answer
+
+    async def aclose(self) -> None:
+        """Waits for the calls still running: the app they run in is about to shut down."""
+        if self._running:
+            await asyncio.wait(set(self._running), timeout=self.timeout_s)

@@ -38,6 +38,7 @@ from memento_gateway.transports import legacy_sse, streamable_http
 from memento_gateway.upstream import Upstream
 from memento_shared import redis_client
 from memento_shared.http import RequestMetrics
+from memento_shared.internal_http import InternalClient
 from memento_shared.telemetry.metrics import metrics_endpoint
 
 log = logging.getLogger(__name__)
@@ -70,7 +71,9 @@ def client_documents(settings: GatewaySettings, redis: Any) -> ClientDocuments |
     )
 
 
-def create_app(settings: GatewaySettings) -> Starlette:
+def create_app(settings: GatewaySettings, memory_api: InternalClient | None = None) -> Starlette:
+    """memory_api: how to reach memory-api when not over HTTP at MEMORY_API_URL (a co-hosting composition's
+    in-process client; the gateway never imports memory-api itself)."""
     if not settings.internal_secret:
         raise RuntimeError("MEMENTO_INTERNAL_SECRET is not set: the gateway cannot sign principals for memory-api")
     edge = edge_from(settings)
@@ -91,7 +94,7 @@ def create_app(settings: GatewaySettings) -> Starlette:
         messaging = redis if same else redis_client.client(settings.redis_queue_url, timeout=5, connect_timeout=2)
         inflight = InFlight()
         hub = StreamHub(messaging, on_cancel=inflight.cancel)
-        upstream = Upstream(settings.memory_api_url, settings.internal_secret, settings.upstream_timeout_s)
+        upstream = Upstream(settings.memory_api_url, settings.internal_secret, settings.upstream_timeout_s, memory_api)
         keys = ApiKeys(upstream)
         gw = Gateway(
             settings=settings,

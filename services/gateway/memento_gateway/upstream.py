@@ -30,9 +30,10 @@ class UpstreamUnavailable(Exception):
 
 
 class Upstream:
-    def __init__(self, base_url: str, secret: str, timeout_s: float) -> None:
+    def __init__(self, base_url: str, secret: str, timeout_s: float, client: InternalClient | None = None) -> None:
+        """client: memory-api served some other way than at base_url (co-hosted in this process)."""
         self.secret = secret
-        self.client = InternalClient(base_url, timeout_s=timeout_s, max_connections=200)
+        self.client = client or InternalClient(base_url, timeout_s=timeout_s, max_connections=200)
 
     def _headers(self, principal: Principal, session_id: str | None, progress_id: str | None) -> dict[str, str]:
         # Signed at the moment of the call: memory-api refuses principals older than a few minutes.
