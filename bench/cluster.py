@@ -44,7 +44,9 @@ class Cluster:
 
     def __init__(self, data_dir: Path, env: Mapping[str, str] | None = None) -> None:
         self.data_dir = Path(data_dir)
-        environ = {**os.environ, "MEMENTO_DATA_DIR": str(self.data_dir), "PORT": str(free_port()), **(env or {})}
+        # the services apart (MEMENTO_COHOST=0): a fault kills memory-api alone, not the gateway with it
+        environ = {**os.environ, "MEMENTO_DATA_DIR": str(self.data_dir), "PORT": str(free_port())}
+        environ = {**environ, "MEMENTO_COHOST": "0", **(env or {})}
         self.launcher = Launcher(environ, _Signals())
         self.secrets: dict[str, str] = {}
         self.killed_at: dict[str, float] = {}

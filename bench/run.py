@@ -112,7 +112,7 @@ class System:
                         for s in ("gateway", "memory_api", "embedder", "evaluator", "consolidator")
                         if f"memento_{s}" in cmd
                     ),
-                    child.name(),
+                    "gateway+memory_api" if "memento_devtools.cohost" in cmd else child.name(),
                 )
                 out[child.pid] = (name, measure(child))
             except psutil.Error:

@@ -34,7 +34,15 @@ from bench.load import load
 from bench.report import percentiles, replace_readme_block, save
 from bench.run import WORKSPACE, System, Workload, wait_for_l1
 
-SERVER = ("gateway", "memory_api", "postgres", "valkey-server", "evaluator", "consolidator")  # the embedder apart
+SERVER = (
+    "gateway",
+    "memory_api",
+    "gateway+memory_api",
+    "postgres",
+    "valkey-server",
+    "evaluator",
+    "consolidator",
+)  # the embedder apart
 # after_turn before before_turn: its turns fill the sessions before_turn then reads (each measured alone)
 OPS = ["remember", "recall_keywords", "recall_text", "store_memory", "search_memories", "after_turn", "before_turn"]
 TOOL = {"recall_keywords": "recall", "recall_text": "recall", "before_turn": "memory_before_turn",

@@ -80,6 +80,10 @@ SERVICE_PHASES: list[list[Service]] = [
     [Service("gateway", ("-m", "memento_gateway"), "PORT")],
 ]
 MIGRATE_ARGV: tuple[str, ...] = ("-m", "memento_shared.db.migrate")
+# Unless MEMENTO_COHOST=0, the gateway's process hosts memory-api too (memento_devtools.cohost), started in the
+# gateway's phase; memory-api keeps its port and its health check.
+COHOST_ARGV: tuple[str, ...] = ("-m", "memento_devtools.cohost")
+COHOSTED = {"memory-api": "gateway"}  # a service served by another's process
 
 _PROXY_VARS = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy")
 
@@ -334,6 +338,7 @@ class Launcher:
         self.postgres: EmbeddedPostgres | None = None
         self.valkey: EmbeddedValkey | None = None
         self.children: dict[str, subprocess.Popen[bytes]] = {}  # services (and migrate while it runs)
+        self.hosts: dict[str, str] = {}  # a service run inside another's process (MEMENTO_COHOST): its host
         self.log_offsets: dict[str, int] = {}
         self.ports: dict[str, int] = {}
         self.env: dict[str, str] = {}  # what the services were started with (bench.cluster restarts them with it)
@@ -444,15 +449,19 @@ class Launcher:
     def _start_services(self, env: dict[str, str], bind_host: str) -> None:
         import httpx
 
+        self.hosts = dict(COHOSTED) if cohosting(self.environ) else {}
         deadline = time.monotonic() + STARTUP_TIMEOUT_S
         with httpx.Client(trust_env=False, timeout=2.0) as client:
             for phase in SERVICE_PHASES:
-                _say("starting " + ", ".join(svc.name for svc in phase))
-                for svc in phase:
+                spawned = [svc for svc in phase if svc.name not in self.hosts]
+                guests = [name for name, host in self.hosts.items() if host in {svc.name for svc in spawned}]
+                _say("starting " + ", ".join([svc.name for svc in spawned] + guests))
+                for svc in spawned:
                     # Only the gateway is public; the internal services stay on loopback whatever the bind host.
                     host = bind_host if svc.name == "gateway" else LOOPBACK
-                    self._spawn(svc.name, svc.argv, env | {"MEMENTO_BIND_HOST": host}, svc.niceness)
-                self._wait_healthy([svc.name for svc in phase], client, deadline, bind_host)
+                    argv = COHOST_ARGV if svc.name in self.hosts.values() else svc.argv
+                    self._spawn(svc.name, argv, env | {"MEMENTO_BIND_HOST": host}, svc.niceness)
+                self._wait_healthy([svc.name for svc in spawned] + guests, client, deadline, bind_host)
 
     def _health_url(self, name: str, bind_host: str) -> str:
         host = _connect_host(bind_host) if name == "gateway" else LOOPBACK
@@ -475,6 +484,7 @@ class Launcher:
                 time.sleep(HEALTH_POLL_S)
 
     def _check_alive(self, name: str, when: str) -> None:
+        name = self.hosts.get(name, name)
         code = self.children[name].poll()
         if code is not None:
             log_path = self.logs / f"{name}.log"
@@ -564,6 +574,12 @@ class Launcher:
                 traceback.print_exception(exc, file=log)
             where = f"; details in {log_path}"
         return f"unexpected error: {type(exc).__name__}: {exc}{where}"
+
+
+def cohosting(environ: Mapping[str, str]) -> bool:
+    """MEMENTO_COHOST: memory-api inside the gateway's process unless it says 0/false/no/off (issue 50: the hop
+    between them cost ~1 ms of CPU a call over loopback HTTP; bench/README.md)."""
+    return environ.get("MEMENTO_COHOST", "").strip().lower() not in {"0", "false", "no", "off"}
 
 
 def _quietly(action, *args, **kwargs) -> None:

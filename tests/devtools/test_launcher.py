@@ -195,7 +195,8 @@ _OUTSIDE_ENV = ("DATABASE_URL", "MIGRATION_DATABASE_URL", "POSTGRES_HOST", "DB_H
 
 def launcher_env(data_dir: Path, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in _OUTSIDE_ENV and not k.startswith("MEMENTO_")}
-    return env | {"MEMENTO_DATA_DIR": str(data_dir), "PORT": str(free_port())} | extra
+    # the services apart: each stand-in serves one port
+    return env | {"MEMENTO_DATA_DIR": str(data_dir), "PORT": str(free_port()), "MEMENTO_COHOST": "0"} | extra
 
 
 def run_launcher(env: dict[str, str]) -> subprocess.CompletedProcess[str]:

@@ -62,15 +62,25 @@ def otlp() -> Iterator[Receiver]:
 
 @pytest.fixture(scope="session")
 def system(tmp_path_factory: pytest.TempPathFactory, otlp: Receiver) -> Iterator[System]:
-    data_dir = tmp_path_factory.mktemp("e2e") / "memento-data"
+    """The services apart, as containers run them (tests here kill memory-api alone, and read each one's spans)."""
+    telemetry = {
+        # every service exports its spans to the loopback receiver, in small batches so tests need not wait
+        "OTEL_EXPORTER_OTLP_ENDPOINT": otlp.endpoint,
+        "OTEL_BSP_SCHEDULE_DELAY": "200",
+    }
+    with launched(tmp_path_factory.mktemp("e2e") / "memento-data", MEMENTO_COHOST="0", **telemetry) as system:
+        yield system
+
+
+@contextlib.contextmanager
+def launched(data_dir: Path, **extra: str) -> Iterator[System]:
+    """`make run` in `data_dir`, with `extra` in its environment; stopped with SIGINT, and checked for orphans."""
     env = {
         **os.environ,
         "MEMENTO_DATA_DIR": str(data_dir),
         "PORT": str(free_port()),
         "MEMENTO_ACCESS_KEY": ACCESS_KEY,
-        # every service exports its spans to the loopback receiver, in small batches so tests need not wait
-        "OTEL_EXPORTER_OTLP_ENDPOINT": otlp.endpoint,
-        "OTEL_BSP_SCHEDULE_DELAY": "200",
+        **extra,
     }
     # spawn: the launcher dies with this test process (SIGINT, its clean shutdown) even if pytest is killed
     process = spawn(
