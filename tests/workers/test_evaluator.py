@@ -13,7 +13,15 @@ import pytest
 from memento_evaluator import service
 from memento_evaluator.handlers import HANDLERS, evaluate_fragment
 from memento_evaluator.scorers import Fragment, Score
-from memento_evaluator.scorers.offline import OfflineScorer, actionability, quality, specificity
+from memento_evaluator.scorers.offline import (
+    NOVELTY_PLAN,
+    NOVELTY_SQL,
+    OfflineScorer,
+    actionability,
+    quality,
+    specificity,
+)
+from memento_shared.db.rls import system_transaction
 from memento_shared.worker import close_runtime, open_runtime
 from tests.fixtures.loopback.gemini import gemini_server
 from tests.fixtures.waiting import eventually
@@ -73,6 +81,20 @@ async def test_offline_evaluator_scores_stored_fragments_once(wenv, tenant):
         await evaluate_fragment(event, host.rt)  # a re-delivered event
         again = await _scores(wenv.owner, specific)
         assert again[specific[0]]["verified_at"] == first["verified_at"], "judged once per content"
+
+
+async def test_novelty_keeps_one_plan_that_walks_the_scope_index(wenv, tenant):
+    """Planned once per connection (a custom plan per write cost more than the statement ran, issue 50), and that
+    plan still reads the newest rows through the scope index: no scan and sort of the writer's whole namespace."""
+    async with wenv.app.acquire() as conn, system_transaction(conn):
+        await conn.execute(NOVELTY_PLAN)
+        await conn.execute(f"PREPARE novelty(text, text, text, text, text, int) AS {NOVELTY_SQL}")
+        args = ", ".join(f"'{a}'" for a in ("deploy notes", tenant, "default", "agent-1", "frag-x"))
+        rows = await conn.fetch(f"EXPLAIN EXECUTE novelty({args}, 50)")
+        await conn.execute("DEALLOCATE novelty")
+    plan = "\n".join(r[0] for r in rows)
+    assert "$2" in plan, f"a generic plan names its parameters: {plan}"
+    assert "fragments_scope_idx" in plan and "Seq Scan" not in plan and "Sort" not in plan, plan
 
 
 def _gemini_settings(wenv, server, **extra):
