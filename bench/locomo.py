@@ -266,6 +266,7 @@ VARIANTS: dict[str, tuple[str, dict[str, str]]] = {
         "the defaults without before/after questions ordered by the anchor's time",
         {"RECALL_RELATION": "0"},
     ),
+    "relation_0.6": ("the defaults, before/after questions ordered at 0.6", {"RECALL_RELATION": "0.6"}),
     "hop_6": ("the defaults with the second hop at weight 6", {"RECALL_HOP": "6"}),
     "hop_12": ("the defaults with the second hop at weight 12", {"RECALL_HOP": "12"}),
     "no_stems": ("the defaults without stems (words compared as written)", {"RECALL_STEMS": "false"}),
@@ -291,13 +292,13 @@ VARIANTS: dict[str, tuple[str, dict[str, str]]] = {
 # variants that change the defaults rather than the first settings
 _DEFAULTS_CHANGED = ("issue28", "no_stems", "no_answer", "no_question", "no_rounds", "no_context_floor", "answer_lift",
                      "question_discount", "rounds_", "defaults_", "no_hop", "hop_",
-                     "no_relation")  # fmt: skip
+                     "no_relation", "relation_")  # fmt: skip
 FROM_DEFAULTS = {v for v in VARIANTS if v.startswith(_DEFAULTS_CHANGED)}
 TUNING = ["shipped", "first", "context_0.5", "context_2", "share_0.3", "share_0.8", "lift_0.5", "lift_0.85", "time_0.6",
           "decompose_0.5", "decompose_1", "candidates_15", "window_1", "lift_0.5_context_2", "lift_0.5_time_0.6",
           "lift_0.5_top_3", "lift_0.5_context_2_time_0.6", "lift_0.5_context_2_time_0.6_candidates_15", "issue28",
           "answer_lift_0.7", "question_discount_0.35", "rounds_0.5", "defaults_decompose_0.5", "hop_6",
-          "hop_12", "hop_rows_200"]  # fmt: skip
+          "hop_12", "hop_rows_200", "relation_0.6"]  # fmt: skip
 
 
 def environment(variant: str) -> dict[str, str]:

@@ -1,5 +1,5 @@
 """Questions that relate two events in time (issue 53 item 2): "What did Caroline do after the adoption meeting?",
-"What did Mel paint before her trip to Paris?", "How did she feel when her dog got lost?", "입양 모임 후에 뭐 했어?",
+"What did Mel paint before her trip to Paris?", "When did he meet them after returning?", "입양 모임 후에 뭐 했어?",
 "파리에 가기 전에 뭘 그렸어?". `relation(text)` splits such a question into its ask and its anchor clause (the event
 the answer is placed against) and says on which side of the anchor's time the answer lies; recall finds the anchor's
 row among the rows it read and orders the rest by that time (recall.relations).
@@ -11,7 +11,7 @@ Pure, no I/O. Not relations, on purpose:
   long", "as before", "than ever before", "전에 말했듯이");
 - a question that asks the gap ("After how many weeks did ...": the clause after the word is the ask);
 - an anchor clause with no word of its own (a stopword or a pronoun only).
-A clause with "when" in it, not at its start ("How did she feel when ..."), places the answer at the anchor's time.
+A "when" or "while" clause ("How did she feel while camping?") relates no order: its answer is the anchor's row.
 """
 
 from __future__ import annotations
@@ -25,10 +25,9 @@ from typing import Literal
 from memento_shared.text import dates
 from memento_shared.text.keywords import STOPWORDS
 
-Side = Literal["after", "before", "at"]
+Side = Literal["after", "before"]
 
-_EN_SIDE: dict[str, Side] = {"after": "after", "before": "before", "when": "at", "while": "at"}
-_EN = re.compile(r"\b(after|before|when|while)\b", re.IGNORECASE)
+_EN = re.compile(r"\b(after|before)\b", re.IGNORECASE)
 # what may follow the word in an idiom or a reference back, not an event
 _EN_NOT = re.compile(
     r"(?:all|that|this|then|which|long|a\s+while|a\s+bit|i\s+forget|i\s+forgot|you\s+know\s+it|it|so|how|what|which"
@@ -36,15 +35,16 @@ _EN_NOT = re.compile(
     r"|has|have|had)\b",
     re.IGNORECASE,
 )
-# words before it that make it an adverb or the question's own word: "never before", "as before", "since when"
+# words before it that make it an adverb: "never before", "as before", "than ever before"
 _EN_NOT_AFTER = re.compile(r"\b(?:ever|never|than|as|like|since|until|till|from)\s*$", re.IGNORECASE)
+_EN_DEGREE = re.compile(r"\b(?:just|right|shortly|soon|long|immediately|straight)\s*$", re.IGNORECASE)
 _END = re.compile(r"[,;.!?？。]|\s+(?:and|but|or|so)\s+(?=(?:what|who|when|where|why|how|did|do|does|was|is)\b)", re.I)
 # Korean: a clause ending in a verb's ㄴ form (한, 다녀온, 먹은...) or a noun, then 후/뒤/다음 (after), or a clause in
-# 기 or a noun, then 전 (before); 때 (when), all with an optional 에/에는/엔/부터
-_KO = re.compile(r"(?<![가-힣])(후|뒤|다음|이후|전|이전|직후|직전|때)(?:에는|에|엔|부터|까지|의)?(?![가-힣])")
+# 기 or a noun, then 전 (before), with an optional 에/에는/엔/부터
+_KO = re.compile(r"(?<![가-힣])(후|뒤|다음|이후|전|이전|직후|직전)(?:에는|에|엔|부터|까지|의)?(?![가-힣])")
 _KO_SIDE: dict[str, Side] = {
     "후": "after", "뒤": "after", "다음": "after", "이후": "after", "직후": "after",
-    "전": "before", "이전": "before", "직전": "before", "때": "at",
+    "전": "before", "이전": "before", "직전": "before",
 }  # fmt: skip
 # a word before the marker that makes it a time or an idiom, not an event: "얼마 전", "오래 전", "그 후", "이 때"
 _KO_NOT = frozenset("얼마 오래 조금 방금 한참 아까 그 이 저 그때 그런 이런 저런 언제 몇 며칠 예전 훨씬".split())
@@ -83,8 +83,6 @@ def _has_words(clause: str) -> bool:
 def _english(text: str, spans: list[tuple[int, int]]) -> Relation | None:
     for m in _EN.finditer(text):
         word, rest = m.group(1).lower(), text[m.end() :]
-        if m.start() == 0 and word in ("when", "while"):
-            continue  # "When did ...": the question's own word, which dates.is_temporal_question reads
         if _inside(m.start(), spans) or _EN_NOT.match(rest.lstrip()):
             continue
         if _EN_NOT_AFTER.search(text[: m.start()]):
@@ -95,8 +93,8 @@ def _english(text: str, spans: list[tuple[int, int]]) -> Relation | None:
         anchor = anchor.strip()
         if not _has_words(anchor) or _starts_with_date(anchor_at, spans):
             continue
-        ask = text[: m.start()] + (rest[end.start() :] if end else "")
-        return Relation(_EN_SIDE[word], _tidy(ask), anchor)
+        ask = _EN_DEGREE.sub("", text[: m.start()]) + (rest[end.start() :] if end else "")
+        return Relation("after" if word == "after" else "before", _tidy(ask), anchor)
     return None
 
 

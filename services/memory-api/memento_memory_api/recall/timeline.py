@@ -3,16 +3,23 @@ do after the adoption meeting?" (text.relations splits it into its ask and its a
 
 The anchor's row is the row among those the search already scored that holds most of the anchor clause's words, each
 weighed by its rarity among them (ties: the better fused score); it must hold at least half of their weight, else
-nothing changes. Its time is its event time (event_from, event_to: the time it names), else the moment it was said
-(event_said), widened to whole UTC days. Then each other scored row, by the same time of its own, is:
-- on the asked side ("after": from the anchor's day on; "before": up to its day's end; "at": on its days): its score
-  times `1 + weight`;
-- on the wrong side (strictly before the anchor's day for "after", strictly after it for "before"): times
-  `1 - weight`; an "at" question has no wrong side.
-The anchor's own day counts as the asked side: an answer is often told where its anchor is ("I ran a charity race
-last Saturday and realised..."). The `keep` best rows before this keep their places and scores, as for the second hop
+nothing changes. A row's times are the time it names (event_from, event_to) and the moment it was said (event_said),
+each widened to whole UTC days. Then each other scored row is:
+- on the asked side, when one of its times is ("after": it starts on or after the anchor's earliest day; "before": it
+  ends by the end of the anchor's latest day): its score times `1 + weight`;
+- on the wrong side, when all of its times are ("after": they end before the anchor's earliest day starts; "before":
+  they start after its latest day ends): times `1 - weight`;
+- else (a time that spans the anchor's day) left as it is.
+Lenient on purpose: the anchor's own days count as the asked side (an answer is often told where its anchor is: "I ran
+a charity race last Saturday and realised..."), and a reply told the day of the anchor about "yesterday" is not put
+before it. Whether a time-of-telling or a named time: LoCoMo's turns name a time in a few of their words and are all
+told at their session's. The `keep` best rows before this keep their places and scores, as for the second hop
 (relevance.hold): a row it lifts to their level goes just below them. No statement, no model: a pass over the rows
 the order already holds.
+
+"While"/"when" clauses ("How did she feel while camping?") are not ordered: their answer is the anchor's row itself,
+and lifting the rest of its day (tried on the development conversations) only pushed a recurring event's other
+mentions down.
 """
 
 from __future__ import annotations
@@ -44,31 +51,37 @@ def anchor(scores: dict[str, float], rows: dict[str, Any], terms: frozenset[str]
     return best if strength[best] >= total / 2 else None
 
 
-def span(row: Any) -> tuple[datetime, datetime] | None:
-    """The whole UTC days of the row's time: the time it names, else the moment it was said (None: neither)."""
-    start, end = row["event_from"], row["event_to"]
-    if start is None or end is None:
-        start = end = row["event_said"]
-    if start is None:
-        return None
+def spans(row: Any) -> list[tuple[datetime, datetime]]:
+    """The whole UTC days of the row's times: the time it names (if any) and the moment it was said (if known)."""
+    found = []
+    if row["event_from"] is not None and row["event_to"] is not None:
+        found.append(_days(row["event_from"], row["event_to"]))
+    if row["event_said"] is not None:
+        found.append(_days(row["event_said"], row["event_said"]))
+    return found
+
+
+def _days(start: datetime, end: datetime) -> tuple[datetime, datetime]:
+    """The whole UTC days from `start`'s to the one holding `end` (half-open: its instant excluded unless it is
+    `start`)."""
+    last = end if end <= start else end - timedelta(microseconds=1)
     first = datetime.combine(start.date(), time(), start.tzinfo)
-    last = datetime.combine((end if end <= start else end - timedelta(microseconds=1)).date(), time(), end.tzinfo)
-    return first, last + _DAY
+    return first, datetime.combine(last.date(), time(), end.tzinfo) + _DAY
 
 
-def side(row: Any, at: tuple[datetime, datetime], relation: Relation) -> int:
-    """+1 when the row's time is on the asked side of `at` (the anchor's days), -1 on the wrong side, 0 unknown."""
-    own = span(row)
-    if own is None:
+def side(row: Any, at: list[tuple[datetime, datetime]], relation: Relation) -> int:
+    """+1 when one of the row's times is on the asked side of the anchor's times `at` (spans), -1 when all of them
+    are on the wrong side, 0 when it has none. Lenient both ways: "after" is counted from the anchor's earliest day
+    (the time it names), "before" up to its latest (the time it was told), so a reply told the day of the anchor's
+    telling about "yesterday" is not after nor before it by mistake."""
+    own = spans(row)
+    if not own or not at:
         return 0
-    start, end = own
-    if relation.side == "at":
-        return 1 if start < at[1] and at[0] < end else 0
-    after = start >= at[0]  # from the anchor's first day on
-    before = end <= at[1]  # up to its last day's end
     if relation.side == "after":
-        return 1 if after else -1 if end <= at[0] else 0
-    return 1 if before else -1 if start >= at[1] else 0
+        first = min(start for start, _ in at)
+        return 1 if any(start >= first for start, _ in own) else -1 if all(end <= first for _, end in own) else 0
+    last = max(end for _, end in at)
+    return 1 if any(end <= last for _, end in own) else -1 if all(start >= last for start, _ in own) else 0
 
 
 def arrange(
@@ -83,8 +96,8 @@ def arrange(
     """The scores moved in place by the side each row lies on (module docstring), but `kept`'s; returns the anchor's
     id (None: none found, nothing moved). The caller holds the kept rows above the rest (relevance.hold)."""
     found = anchor(scores, rows, terms, words)
-    at = span(rows[found]) if found is not None else None
-    if found is None or at is None:
+    at = spans(rows[found]) if found is not None else []
+    if found is None or not at:
         return None
     for i in scores:
         if i not in kept:
