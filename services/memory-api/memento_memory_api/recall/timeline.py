@@ -34,6 +34,7 @@ from memento_shared.text.relations import Relation
 
 Words = Callable[[Any], frozenset[str]]
 _DAY = timedelta(days=1)
+_TICK = timedelta(microseconds=1)
 
 
 def anchor(scores: dict[str, float], rows: dict[str, Any], terms: frozenset[str], words: Words) -> str | None:
@@ -51,37 +52,42 @@ def anchor(scores: dict[str, float], rows: dict[str, Any], terms: frozenset[str]
     return best if strength[best] >= total / 2 else None
 
 
-def spans(row: Any) -> list[tuple[datetime, datetime]]:
-    """The whole UTC days of the row's times: the time it names (if any) and the moment it was said (if known)."""
+def times(row: Any) -> list[tuple[datetime, datetime]]:
+    """The row's times, each [start, end): the time it names (if any) and the moment it was said (if known)."""
     found = []
     if row["event_from"] is not None and row["event_to"] is not None:
-        found.append(_days(row["event_from"], row["event_to"]))
+        found.append((row["event_from"], max(row["event_to"], row["event_from"] + _TICK)))
     if row["event_said"] is not None:
-        found.append(_days(row["event_said"], row["event_said"]))
+        found.append((row["event_said"], row["event_said"] + _TICK))
     return found
 
 
-def _days(start: datetime, end: datetime) -> tuple[datetime, datetime]:
-    """The whole UTC days from `start`'s to the one holding `end` (half-open: its instant excluded unless it is
-    `start`)."""
-    last = end if end <= start else end - timedelta(microseconds=1)
-    first = datetime.combine(start.date(), time(), start.tzinfo)
-    return first, datetime.combine(last.date(), time(), end.tzinfo) + _DAY
+def days(row: Any) -> tuple[datetime, datetime] | None:
+    """From the start of the first UTC day of the row's times to the end of the last (None: it has none)."""
+    own = times(row)
+    if not own:
+        return None
+    start, end = min(s for s, _ in own), max(e for _, e in own) - _TICK
+    return datetime.combine(start.date(), time(), start.tzinfo), datetime.combine(end.date(), time(), end.tzinfo) + _DAY
 
 
-def side(row: Any, at: list[tuple[datetime, datetime]], relation: Relation) -> int:
-    """+1 when one of the row's times is on the asked side of the anchor's times `at` (spans), -1 when all of them
-    are on the wrong side, 0 when it has none. Lenient both ways: "after" is counted from the anchor's earliest day
-    (the time it names), "before" up to its latest (the time it was told), so a reply told the day of the anchor's
-    telling about "yesterday" is not after nor before it by mistake."""
-    own = spans(row)
-    if not own or not at:
+def side(row: Any, at: tuple[datetime, datetime], relation: Relation) -> int:
+    """+1 when one of the row's times is on the asked side of the anchor's days `at` (days()), -1 when all of them
+    are on the wrong side, 0 when neither (or it has none). Lenient both ways: "after" counts from the anchor's
+    earliest day (the time it names), "before" up to its latest (the day it was told), so a reply told the anchor's
+    day about "yesterday" is not put before it."""
+    own = times(row)
+    if not own:
         return 0
     if relation.side == "after":
-        first = min(start for start, _ in at)
-        return 1 if any(start >= first for start, _ in own) else -1 if all(end <= first for _, end in own) else 0
-    last = max(end for _, end in at)
-    return 1 if any(end <= last for _, end in own) else -1 if all(start >= last for start, _ in own) else 0
+        first = at[0]
+        if any(start >= first for start, _ in own):
+            return 1
+        return -1 if all(end <= first for _, end in own) else 0
+    last = at[1]
+    if any(end <= last for _, end in own):
+        return 1
+    return -1 if all(start >= last for start, _ in own) else 0
 
 
 def arrange(
@@ -96,8 +102,8 @@ def arrange(
     """The scores moved in place by the side each row lies on (module docstring), but `kept`'s; returns the anchor's
     id (None: none found, nothing moved). The caller holds the kept rows above the rest (relevance.hold)."""
     found = anchor(scores, rows, terms, words)
-    at = spans(rows[found]) if found is not None else []
-    if found is None or not at:
+    at = days(rows[found]) if found is not None else None
+    if found is None or at is None:
         return None
     for i in scores:
         if i not in kept:
