@@ -28,9 +28,9 @@ from memento_shared.text.keywords import STOPWORDS
 Side = Literal["after", "before"]
 
 _EN = re.compile(r"\b(after|before)\b", re.IGNORECASE)
-# what may follow the word in an idiom or a reference back, not an event
+# what may follow the word in an idiom, a reference back or a question about the gap, not an event
 _EN_NOT = re.compile(
-    r"(?:all|that|this|then|which|long|a\s+while|a\s+bit|i\s+forget|i\s+forgot|you\s+know\s+it|it|so|how|what|which"
+    r"(?:all|that|this|then|which|long|a\s+while|a\s+bit|i\s+forget|i\s+forgot|you\s+know\s+it|it|so|how|what"
     r"|when|where|who|why|ever|now|hand|the\s+fact|doing\s+so|did|does|do|was|were|is|are|will|would|can|could"
     r"|has|have|had)\b",
     re.IGNORECASE,
@@ -46,7 +46,7 @@ _KO_SIDE: dict[str, Side] = {
     "후": "after", "뒤": "after", "다음": "after", "이후": "after", "직후": "after",
     "전": "before", "이전": "before", "직전": "before",
 }  # fmt: skip
-# a word before the marker that makes it a time or an idiom, not an event: "얼마 전", "오래 전", "그 후", "이 때"
+# a word before the marker that makes it a time or a reference back, not an event: "얼마 전", "오래 전", "그 후"
 _KO_NOT = frozenset("얼마 오래 조금 방금 한참 아까 그 이 저 그때 그런 이런 저런 언제 몇 며칠 예전 훨씬".split())
 _KO_WORD = re.compile(r"[가-힣A-Za-z0-9]+")
 _WORD = re.compile(r"[0-9A-Za-z가-힣]+")
@@ -99,7 +99,8 @@ def _english(text: str, spans: list[tuple[int, int]]) -> Relation | None:
 
 
 def _starts_with_date(at: int, spans: list[tuple[int, int]]) -> bool:
-    """The anchor clause starting at `at` is a date ("before April 10, 2023"): a time, not an event."""
+    """The anchor clause starting at `at` is a date ("before April 10, 2023", "before the 10th"): a time, not an
+    event. A date found within its first four characters counts ("the ")."""
     return any(start <= at + 4 and end > at for start, end in spans)
 
 

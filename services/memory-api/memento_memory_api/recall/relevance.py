@@ -19,6 +19,9 @@ of what the conversation says around each candidate, then a boost for time and a
   (issue 53: in a small store, a row holding only the speaker's name took a high rank of the list).
 - question discount: then a row that asks a question scores `question_discount` less: it points to its answer more
   than it holds one (a reply such as "Wow! Did you see that band?" echoes the question's words).
+- before/after: for a question relating two events ("What did she do after the adoption meeting?"), the rows on the
+  asked side of the anchor's time score `1 + relation` times as much, those on the wrong side `1 - relation`, below
+  the `hop_keep` best rows (recall.timeline).
 - stems: words are compared by their stems (text.stems; issue 53), so "camped" meets "camping"; `stems` off compares
   the words as written.
 
@@ -38,7 +41,7 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from functools import lru_cache
+from functools import lru_cache, partial
 from typing import Any
 
 import asyncpg
@@ -128,7 +131,8 @@ def wanted(
     asked: str | None = None,
 ) -> Wanted:
     """`text`'s times, and the words of `expanded` (the question with its names and dates spelled out) or of it;
-    with `asked` (the question itself, when `text` is a whole turn; `text` as it is), the events it relates."""
+    with `asked` (the question itself: `text`, or its last question when `text` is a whole turn), the two events it
+    relates in time, if any (text.relations)."""
     now = now or datetime.now(UTC)
     found = dates.mentions(text, now)
     periods = tuple(m.range for m in found)
@@ -272,19 +276,20 @@ def order(
             if asks(rows[i]):
                 scores[i] *= 1 - tuning.question_discount
     if want.relation is not None and want.anchor_terms and tuning.relation > 0 and scores:
-        _relate(scores, rows, want, tuning)
+        _relate(scores, rows, want.relation, want.anchor_terms, tuning)
     if hops and tuning.hop > 0:
         _hop(scores, [i for i in hops if i in rows], tuning)
     return sorted(scores.items(), key=lambda pair: (-pair[1], pair[0]))
 
 
-def _relate(scores: dict[str, float], rows: dict[str, Any], want: Wanted, tuning: Tuning) -> None:
+def _relate(
+    scores: dict[str, float], rows: dict[str, Any], relation: Relation, anchor: frozenset[str], tuning: Tuning
+) -> None:
     """A question relating two events (recall.timeline), in place: the rows on the asked side of the anchor's time
     up, those on the wrong side down; the `hop_keep` best rows before it keep their places, as for the hop."""
-    assert want.relation is not None
     kept = _kept(scores, tuning)
-    words = lambda row: row_words(row, tuning.stems)  # noqa: E731
-    if timeline.arrange(scores, rows, want.relation, want.anchor_terms, words, tuning.relation, kept):
+    words = partial(row_words, stems=tuning.stems)
+    if timeline.arrange(scores, rows, relation, anchor, words, tuning.relation, kept):
         hold(scores, kept)
 
 
