@@ -206,6 +206,7 @@ ISSUE_53_OFF = {
     "RECALL_QUESTION_DISCOUNT": "0",
     "RECALL_ROUNDS": "0",
     "RECALL_HOP": "0",
+    "RECALL_RELATION": "0",
 }
 FIRST = {"RECALL_CONTEXT_WEIGHT": "1", "RECALL_LIFT": "0.7", "RECALL_TIME_BOOST": "0.3", **ISSUE_53_OFF}
 SHIPPED = {f.alias: str(f.default) for f in MemoryApiSettings.model_fields.values() if f.alias in FIRST}
@@ -248,7 +249,10 @@ VARIANTS: dict[str, tuple[str, dict[str, str]]] = {
     ),
     "decompose_1": ("multi-part questions split, each part's words a list of weight 1", {"RECALL_DECOMPOSE": "1"}),
     # issue 53: the defaults with one step changed (not the first settings; FROM_DEFAULTS)
-    "issue28": ("issue 28's defaults: no stems, answer lift, question discount, rounds or hop", ISSUE_53_OFF),
+    "issue28": (
+        "issue 28's defaults: no stems, answer lift, question discount, rounds, hop or before/after order",
+        ISSUE_53_OFF,
+    ),
     "no_rounds": ("the defaults without the rounds list", {"RECALL_ROUNDS": "0"}),
     "rounds_0.5": ("the defaults with the rounds list at weight 0.5", {"RECALL_ROUNDS": "0.5"}),
     "no_context_floor": ("the defaults without the context floor", {"RECALL_CONTEXT_FLOOR": "0"}),
@@ -258,6 +262,11 @@ VARIANTS: dict[str, tuple[str, dict[str, str]]] = {
         {"RECALL_HOP_WORD_KINDS": "false"},
     ),
     "hop_rows_200": ("the defaults, the second hop reading 200 rows (before)", {"RECALL_HOP_ROWS": "200"}),
+    "no_relation": (
+        "the defaults without before/after questions ordered by the anchor's time",
+        {"RECALL_RELATION": "0"},
+    ),
+    "relation_0.6": ("the defaults, before/after questions ordered at 0.6", {"RECALL_RELATION": "0.6"}),
     "hop_6": ("the defaults with the second hop at weight 6", {"RECALL_HOP": "6"}),
     "hop_12": ("the defaults with the second hop at weight 12", {"RECALL_HOP": "12"}),
     "no_stems": ("the defaults without stems (words compared as written)", {"RECALL_STEMS": "false"}),
@@ -282,13 +291,14 @@ VARIANTS: dict[str, tuple[str, dict[str, str]]] = {
 }
 # variants that change the defaults rather than the first settings
 _DEFAULTS_CHANGED = ("issue28", "no_stems", "no_answer", "no_question", "no_rounds", "no_context_floor", "answer_lift",
-                     "question_discount", "rounds_", "defaults_", "no_hop", "hop_")  # fmt: skip
+                     "question_discount", "rounds_", "defaults_", "no_hop", "hop_",
+                     "no_relation", "relation_")  # fmt: skip
 FROM_DEFAULTS = {v for v in VARIANTS if v.startswith(_DEFAULTS_CHANGED)}
 TUNING = ["shipped", "first", "context_0.5", "context_2", "share_0.3", "share_0.8", "lift_0.5", "lift_0.85", "time_0.6",
           "decompose_0.5", "decompose_1", "candidates_15", "window_1", "lift_0.5_context_2", "lift_0.5_time_0.6",
           "lift_0.5_top_3", "lift_0.5_context_2_time_0.6", "lift_0.5_context_2_time_0.6_candidates_15", "issue28",
           "answer_lift_0.7", "question_discount_0.35", "rounds_0.5", "defaults_decompose_0.5", "hop_6",
-          "hop_12", "hop_rows_200"]  # fmt: skip
+          "hop_12", "hop_rows_200", "relation_0.6"]  # fmt: skip
 
 
 def environment(variant: str) -> dict[str, str]:

@@ -97,6 +97,9 @@ class MemoryApiSettings(
     recall_hop_word_kinds: bool = Field(True, alias="RECALL_HOP_WORD_KINDS")
     # the rows the hop reads at most (the newest of those holding the person and a kind or link asked for)
     recall_hop_rows: int = Field(400, alias="RECALL_HOP_ROWS", ge=1, le=1000)
+    # issue 53: a question relating two events ("what did X do after Y?"; text.relations): the rows on the asked side
+    # of the anchor's time score `1 +` this, those on the wrong side `1 -` it (recall.timeline; 0: off)
+    recall_relation: float = Field(0.3, alias="RECALL_RELATION", ge=0, le=0.9)
     # Seed 000 defaults this to false; Memento's queues need Redis, so here it only switches L1 and caching.
     redis_enabled: bool = Field(True, alias="REDIS_ENABLED")
     # how long memory-api waits for Redis on a request (L1, working memory) before it goes on without it

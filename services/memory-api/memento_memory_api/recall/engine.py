@@ -246,7 +246,11 @@ async def _by_text(
         first = [found.rows[i] for i in lexical_ids[: tuning.candidates] if i in found.rows]
         near = await relevance.read_neighbours(conn, scope, agents, first, tuning.window, query.filters)
     hop = await _hop_rows(ctx, query, conn, agents, lexical_ids, found, tuning, strategy is not None)
-    want = relevance.wanted(query.text, expanded, stems=tuning.stems) if query.text and query.lexical else None
+    want = None
+    if query.text and query.lexical:
+        # the events the question relates in time are read from the question, not a whole turn around it
+        asked = embedded_text(ctx, query) if tuning.relation > 0 else None
+        want = relevance.wanted(query.text, expanded, stems=tuning.stems, asked=asked)
     # the context list of the rows known so far, scored while the model works rather than after the vector list
     known = None
     if want is not None and want.terms and tuning.context_weight > 0:

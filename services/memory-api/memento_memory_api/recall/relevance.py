@@ -19,6 +19,9 @@ of what the conversation says around each candidate, then a boost for time and a
   (issue 53: in a small store, a row holding only the speaker's name took a high rank of the list).
 - question discount: then a row that asks a question scores `question_discount` less: it points to its answer more
   than it holds one (a reply such as "Wow! Did you see that band?" echoes the question's words).
+- before/after: for a question relating two events ("What did she do after the adoption meeting?"), the rows on the
+  asked side of the anchor's time score `1 + relation` times as much, those on the wrong side `1 - relation`, below
+  the `hop_keep` best rows (recall.timeline).
 - stems: words are compared by their stems (text.stems; issue 53), so "camped" meets "camping"; `stems` off compares
   the words as written.
 
@@ -38,17 +41,19 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from functools import lru_cache
+from functools import lru_cache, partial
 from typing import Any
 
 import asyncpg
 
+from memento_memory_api.recall import timeline
 from memento_memory_api.recall.filters import Filters
 from memento_memory_api.recall.fusion import rrf_scores
 from memento_memory_api.repositories import fragments as repo
 from memento_memory_api.uow import Scope
-from memento_shared.text import dates
+from memento_shared.text import dates, relations
 from memento_shared.text.keywords import STOPWORDS
+from memento_shared.text.relations import Relation
 from memento_shared.text.stems import stem, words
 
 _WORD = re.compile(r"[0-9A-Za-z가-힣_]+")
@@ -75,6 +80,7 @@ class Tuning:
     hop_keep: int = 3  # the best rows before the hop keep their places (its rows go below them)
     hop_word_kinds: bool = True  # the hop asks for activities, events... too (text.links.asked)
     hop_rows: int = 400  # the rows the hop reads at most (recall.hops)
+    relation: float = 0.3  # what a row on the asked side of a related event gains, on the wrong side loses (0: off)
 
     @classmethod
     def of(cls, settings: Any, k: float) -> Tuning:
@@ -97,6 +103,7 @@ class Tuning:
             hop_keep=settings.recall_hop_keep,
             hop_word_kinds=settings.recall_hop_word_kinds,
             hop_rows=settings.recall_hop_rows,
+            relation=settings.recall_relation,
         )
 
     @property
@@ -112,13 +119,27 @@ class Wanted:
     terms: frozenset[str]
     when: bool  # a "when" question: rows that name a time are likelier answers
     periods: tuple[dates.TimeRange, ...]  # times the question names
+    relation: Relation | None = None  # the two events it relates in time (text.relations), if asked
+    anchor_terms: frozenset[str] = frozenset()  # the words of the relation's anchor clause
 
 
-def wanted(text: str, expanded: str | None = None, now: datetime | None = None, stems: bool = True) -> Wanted:
-    """`text`'s times, and the words of `expanded` (the question with its names and dates spelled out) or of it."""
+def wanted(
+    text: str,
+    expanded: str | None = None,
+    now: datetime | None = None,
+    stems: bool = True,
+    asked: str | None = None,
+) -> Wanted:
+    """`text`'s times, and the words of `expanded` (the question with its names and dates spelled out) or of it;
+    with `asked` (the question itself: `text`, or its last question when `text` is a whole turn), the two events it
+    relates in time, if any (text.relations)."""
     now = now or datetime.now(UTC)
-    periods = tuple(m.range for m in dates.mentions(text, now))
-    return Wanted(content_terms(expanded or text, stems), dates.is_temporal_question(text), periods)
+    found = dates.mentions(text, now)
+    periods = tuple(m.range for m in found)
+    terms = content_terms(expanded or text, stems)
+    related = relations.relation(asked, found if asked == text else None) if asked else None
+    anchor_terms = content_terms(related.anchor, stems) if related else frozenset()
+    return Wanted(terms, dates.is_temporal_question(text), periods, related, anchor_terms)
 
 
 def content_terms(text: str, stems: bool = True) -> frozenset[str]:
@@ -254,18 +275,42 @@ def order(
         for i in scores:
             if asks(rows[i]):
                 scores[i] *= 1 - tuning.question_discount
+    if want.relation is not None and want.anchor_terms and tuning.relation > 0 and scores:
+        _relate(scores, rows, want.relation, want.anchor_terms, tuning)
     if hops and tuning.hop > 0:
         _hop(scores, [i for i in hops if i in rows], tuning)
     return sorted(scores.items(), key=lambda pair: (-pair[1], pair[0]))
 
 
+def _relate(
+    scores: dict[str, float], rows: dict[str, Any], relation: Relation, anchor: frozenset[str], tuning: Tuning
+) -> None:
+    """A question relating two events (recall.timeline), in place: the rows on the asked side of the anchor's time
+    up, those on the wrong side down; the `hop_keep` best rows before it keep their places, as for the hop."""
+    kept = _kept(scores, tuning)
+    words = partial(row_words, stems=tuning.stems)
+    if timeline.arrange(scores, rows, relation, anchor, words, tuning.relation, kept):
+        hold(scores, kept)
+
+
+def _kept(scores: dict[str, float], tuning: Tuning) -> set[str]:
+    """The `hop_keep` best rows: what a later list or move never displaces."""
+    return {i for i, _ in _best(scores, tuning.hop_keep)} if tuning.hop_keep > 0 and scores else set()
+
+
 def _hop(scores: dict[str, float], hops: list[str], tuning: Tuning) -> None:
     """The second hop's list fused in place, at `hop`; the `hop_keep` best rows before it keep their places and
     scores: a row the hop lifts to their level goes just below them, in the order it reached (recall.hops)."""
-    kept = {i for i, _ in _best(scores, tuning.hop_keep)} if tuning.hop_keep > 0 and scores else set()
+    kept = _kept(scores, tuning)
     for rank, i in enumerate(hops, start=1):
         if i not in kept:
             scores[i] = scores.get(i, 0.0) + tuning.hop / (tuning.k + rank)
+    hold(scores, kept)
+
+
+def hold(scores: dict[str, float], kept: set[str]) -> None:
+    """The `kept` rows above every other, in place: a row that reached their level goes just below the lowest of
+    them, in the order it reached."""
     if kept:
         floor = min(scores[i] for i in kept)
         over = sorted((i for i in scores if i not in kept and scores[i] >= floor), key=lambda i: (-scores[i], i))
