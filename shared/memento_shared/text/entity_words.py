@@ -1,7 +1,8 @@
 """Word lists for memento_shared.text.entities (issue 28 item 3): kept apart so the extractor's code stays readable.
 
 All lists are small on purpose: they hold the words that most often look like names and are not (capitalised words at
-a sentence start, Korean nouns that take the same particles as a name), not a lexicon.
+a sentence start, Korean nouns that take the same particles as a name), not a lexicon. The last lists, the kinds of
+thing that are not names (text.links), leave out words of software talk, as Memento is a coding agents' store first.
 """
 
 from __future__ import annotations
