@@ -139,3 +139,19 @@ async def test_the_hop_reads_only_rows_the_search_may_return(servers, owner_pool
     assert [r["id"] for r in newest] == [boston]  # RECALL_HOP_ROWS: the newest rows, at most that many
     ranked = hops.rank(every, ask, [], frozenset({"citi", "john"}), Q)
     assert set(ranked) == {chicago, boston}
+
+
+async def test_row_level_security_still_bounds_the_hops_statement(servers, owner_pool, app_pool, tenant, other_tenant):
+    """Under the services' role (RLS forced): the statement gives the principal's rows, never another tenant's, even
+    when it is asked for that tenant's scope."""
+    async with memory_api_with(servers) as api:
+        mine = await Store(api, owner_pool, tenant).remember(f"John {SAID}: I was in Chicago last month", "chat")
+        await Store(api, owner_pool, other_tenant).remember(f"John {SAID}: I was in Denver last month", "chat")
+    ask = asked(QUESTION)
+    assert ask is not None
+    async with app_pool.acquire() as conn:
+        await register_vector(conn)
+        for scope in (Scope(tenant, "default", "default"), Scope(other_tenant, "default", "default")):
+            async with transaction_as(conn, tenant_id=tenant, workspace="default", agent_id="default"):
+                rows = await hops.read(conn, scope, ["default"], PROFILE, DIM, ask, [], Filters())
+            assert [r["id"] for r in rows] == ([mine] if scope.tenant_id == tenant else [])

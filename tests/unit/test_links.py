@@ -45,6 +45,42 @@ def test_kinds_that_are_not_names_are_marked_by_their_words():
     assert entity_tokens("민수: 주말에 등산을 다녀왔어") == sorted(["s:민수", ACTIVITY])  # 등산을: the stem 등산
 
 
+# A coding agent's memories: each sentence holds a word the kind lists once had or whose stem they hold (entity_words).
+CODING = [
+    "Fixed the race condition in the cache invalidation, the keeper now retries",
+    "The session cookie expires after an hour; third-party cookies are blocked",
+    "cat the log and grep for the trace id",
+    "Performance regression in recall: p95 went from 40 to 55 ms after the event loop change",
+    "Naming convention: snake case for modules, a pet project of mine used camel case",
+    "The integration test exercises the code path where the row is locked",
+    "Climbing the call stack to find who emits the outbox event; bug hunting all morning",
+    "Boxing an int in Java allocates; a memory fence orders the stores",
+    "The import graph has cycles, and journaling on ext4 is on; run poetry lock after editing pyproject",
+    "Sketch of the API: curry the handler, then exhibit the bug with a failing test",
+    "Screening the PR list, a rally of reviews, then a 4 gig heap for the JVM",
+    "Wrestling with mypy again, it went down a rabbit hole of generics",
+    "First contentful paint is slow; the game loop drops frames; fish is my shell",
+    "The config is baked into the image and the recipe in the Makefile runs it",
+    "I was puzzled that the stargazers count differs; each rows batch is 500",
+    "Wed Dec  2 12:32:05 UTC 2026 deploy finished, the pie chart in Grafana shows the split",
+    "Parse the page with soup and store the party id in the row",
+    "이벤트 루프가 막혀서 성능이 떨어졌다",
+    "세션 쿠키가 만료되면 다시 로그인해야 한다",
+    "헬스 체크가 실패해서 파드가 재시작됐다",
+    "아래 그림처럼 서드 파티 라이브러리를 감싼다",
+    "게임 서버 배포는 금요일에 하지 않는다",
+    "파이 차트로 지연 시간을 보여 준다",
+]
+
+
+def test_coding_talk_gains_no_word_kind():
+    marked = {text: word_kinds(text) for text in CODING}
+    assert {text: kinds for text, kinds in marked.items() if kinds} == {}
+    # the same lists still mark what a person did, by the forms that are no software word
+    assert word_kinds("Her paintings hang in the hall; we went rowing and fishing") == [ACTIVITY]
+    assert word_kinds("My sister's wedding was lovely, they served a cake") == [EVENT, FOOD]
+
+
 def test_a_korean_turn_links_by_its_speaker_names_and_listed_places():
     tokens = entity_tokens("민수: 지난주에 지연이랑 부산에 다녀왔어")
     assert tokens == sorted(["s:민수", "n:지연", "p:부산", PLACE, NAMED])

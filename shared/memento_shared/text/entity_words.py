@@ -1,7 +1,8 @@
 """Word lists for memento_shared.text.entities (issue 28 item 3): kept apart so the extractor's code stays readable.
 
 All lists are small on purpose: they hold the words that most often look like names and are not (capitalised words at
-a sentence start, Korean nouns that take the same particles as a name), not a lexicon.
+a sentence start, Korean nouns that take the same particles as a name), not a lexicon. The last lists, the kinds of
+thing that are not names (text.links), leave out words of software talk, as Memento is a coding agents' store first.
 """
 
 from __future__ import annotations
@@ -209,38 +210,50 @@ KO_VERB_ENDINGS = (
 # a food, an animal or an instrument, so a list question about one ("What activities has Mel done?") reaches the
 # memories that name any ("I'm off to go swimming with the kids"). Compared by their stems; English, then Korean.
 # Words that are mostly something else in conversation are left out: "run" (a business), "show", "talk", "march",
-# "drive", "fair", "read", "walk", "draw" (drawn to);
-# in Korean 기타 (also "other"), 경기 (also the economy), 사진, 개, 새, 말.
+# "drive", "fair", "read", "walk", "draw" (drawn to); in Korean 기타 (also "other"), 경기 (also the economy), 사진,
+# 개, 새, 말.
+# Memento is a coding agents' store first, so words of software talk are left out too (a race condition is no event):
+# event 이벤트 (event loop), race, party 파티 (third party), performance, convention, rally, screening, gig, exhibit,
+# exercise (a code path), climbing and hunting (the stack, a bug), boxing (a value), fencing (memory), cycling (cycles),
+# journaling (a file system), sketching (a design), wrestling (with a tool), poetry (the packager), cookie 쿠키, curry,
+# recipe (a build's), pie 파이 (a chart), soup, cat (the command), pet (project), rabbit (hole), snake (case), 게임 (a
+# game server), 그림 (a figure), 헬스 (a health check). A word whose stem is a software word counts only as written
+# (AS_WRITTEN): "painting" but not "paint", "rowing" but not "row", "wedding" but not "Wed".
 ACTIVITY_WORDS = frozenset(
     """hike hiking camping camp swim swimming surf surfing ski skiing snowboarding skate skating kayak kayaking canoe
-    canoeing sailing fishing hunting climbing biking cycling jogging yoga pilates gym workout exercise weightlifting
-    boxing kickboxing karate judo taekwondo wrestling fencing archery dance dancing ballet salsa singing painting
-    sketching pottery ceramics sculpting knitting crochet sewing quilting woodworking photography gardening baking
-    journaling poetry volunteering chess puzzles gaming golf tennis soccer football basketball baseball volleyball
-    hockey badminton rugby cricket bowling marathon triathlon meditation picnic roadtrip museum concert festival beach
-    horseback skateboarding rowing scuba snorkeling birdwatching stargazing
-    등산 하이킹 캠핑 수영 서핑 스키 스케이트 카약 낚시 클라이밍 자전거 조깅 요가 필라테스 헬스 운동 복싱 태권도 춤 댄스
-    발레 노래 그림 도예 뜨개질 정원 베이킹 봉사 체스 게임 골프 테니스 축구 농구 야구 배구 볼링 마라톤 명상 소풍
+    canoeing sailing fishing biking jogging yoga pilates gym workout weightlifting kickboxing karate judo taekwondo
+    archery dance dancing ballet salsa singing painting paintings pottery ceramics sculpting knitting crochet sewing
+    quilting woodworking photography gardening baking volunteering chess puzzles gaming golf tennis soccer football
+    basketball baseball volleyball hockey badminton rugby cricket bowling marathon triathlon meditation picnic roadtrip
+    museum concert festival beach horseback skateboarding rowing scuba snorkeling birdwatching stargazing
+    등산 하이킹 캠핑 수영 서핑 스키 스케이트 카약 낚시 클라이밍 자전거 조깅 요가 필라테스 운동 복싱 태권도 춤 댄스
+    발레 노래 도예 뜨개질 정원 베이킹 봉사 체스 골프 테니스 축구 농구 야구 배구 볼링 마라톤 명상 소풍
     박물관 공연 축제 해변""".split()
 )
 EVENT_WORDS = frozenset(
-    """event festival concert parade conference convention fundraiser fundraising charity gala marathon race
-    workshop seminar meetup rally protest exhibition exhibit competition tournament contest ceremony party wedding
-    celebration gig performance recital auction screening premiere reunion retreat
-    행사 이벤트 축제 콘서트 공연 퍼레이드 학회 컨퍼런스 모금 자선 마라톤 워크숍 세미나 모임 집회 전시회 대회 토너먼트
-    결혼식 파티 기념식 시상식""".split()
+    """festival concert parade conference fundraiser fundraising charity gala marathon workshop seminar meetup protest
+    exhibition exhibitions competition tournament contest ceremony wedding weddings celebration recital auction premiere
+    reunion retreat
+    행사 축제 콘서트 공연 퍼레이드 학회 컨퍼런스 모금 자선 마라톤 워크숍 세미나 모임 집회 전시회 대회 토너먼트
+    결혼식 기념식 시상식""".split()
 )
 FOOD_WORDS = frozenset(
-    """recipe cake cookie pie bread muffin cupcake brownie pastry dessert pasta pizza soup salad curry stew sandwich
-    tacos burger sushi pancakes waffles smoothie chocolate pudding tart cheesecake lasagna casserole baking
-    레시피 요리 케이크 쿠키 파이 빵 머핀 디저트 파스타 피자 수프 샐러드 카레
+    """cake bread muffin cupcake brownie pastry dessert pasta pizza salad stew sandwich tacos burger sushi pancakes
+    waffles smoothie chocolate pudding tart cheesecake lasagna casserole baking
+    레시피 요리 케이크 빵 머핀 디저트 파스타 피자 수프 샐러드 카레
     샌드위치 버거 초밥 김치 떡볶이 비빔밥""".split()
 )
 ANIMAL_WORDS = frozenset(
-    """pet dog puppy cat kitten turtle bird parrot hamster rabbit bunny horse snake lizard
+    """dog puppy kitten turtle bird parrot hamster bunny horse lizard
     반려동물 강아지 고양이 거북이 앵무새 햄스터 토끼""".split()
 )
 INSTRUMENT_WORDS = frozenset(
     """guitar piano violin cello drums flute clarinet saxophone trumpet ukulele harp banjo harmonica
     피아노 바이올린 첼로 드럼 플루트 색소폰 트럼펫 우쿨렐레""".split()
+)
+# Listed words compared as written, not by their stems, which are words of software talk: paint (a browser's), game
+# (a game loop), fish (the shell), bake (baked into an image), puzzl (puzzled), stargaz (GitHub's stargazers), row,
+# exhibit (exhibits a bug), wed (a log line's date).
+AS_WRITTEN = frozenset(
+    "painting paintings gaming fishing baking puzzles stargazing rowing exhibition exhibitions wedding weddings".split()
 )

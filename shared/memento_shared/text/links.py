@@ -5,7 +5,9 @@ every other name it gives as `n:<name>` or, for a place, `p:<name>` (lower case)
 `=named` for any name, `=place` for a place. A place is a listed one (entity_words.PLACES, KO_PLACES) or a name right
 after "in", "to", "from", "visited"... ("a trip to Rome"). Kinds that are not names are marked by their words (their
 stems, entity_words): `=activity` ("swimming", "pottery"), `=event` ("festival", "fundraiser"), `=food`, `=animal`,
-`=instrument`. Two memories are linked by the tokens they share.
+`=instrument`; the lists leave out words of software talk ("race", "cookie", "cat", "event"), and a word whose stem is
+one counts only as written ("painting", not "paint"), as this is a coding agents' store first. Two memories are linked
+by the tokens they share.
 
 A question's ask (`asked`): the people it is about (its names, as `s:` and `n:` tokens) and the kind of thing it
 asks for ("Which cities..." a place, "What books..." something named, "What activities..." an activity), when it
@@ -46,14 +48,17 @@ _NAMED_ASK = re.compile(
     re.I,
 )
 ACTIVITY, EVENT, FOOD, ANIMAL, INSTRUMENT = "=activity", "=event", "=food", "=animal", "=instrument"
-# the kinds that are not names: a memory is marked by its words (their stems), a question by its kind word
-WORD_KINDS = {
-    ACTIVITY: frozenset(map(stem, words.ACTIVITY_WORDS)),
-    EVENT: frozenset(map(stem, words.EVENT_WORDS)),
-    FOOD: frozenset(map(stem, words.FOOD_WORDS)),
-    ANIMAL: frozenset(map(stem, words.ANIMAL_WORDS)),
-    INSTRUMENT: frozenset(map(stem, words.INSTRUMENT_WORDS)),
+_KIND_WORDS = {
+    ACTIVITY: words.ACTIVITY_WORDS,
+    EVENT: words.EVENT_WORDS,
+    FOOD: words.FOOD_WORDS,
+    ANIMAL: words.ANIMAL_WORDS,
+    INSTRUMENT: words.INSTRUMENT_WORDS,
 }
+# the kinds that are not names: a memory is marked by its words (their stems, or as written: entity_words.AS_WRITTEN),
+# a question by its kind word
+WORD_KINDS = {kind: frozenset(stem(w) for w in listed - words.AS_WRITTEN) for kind, listed in _KIND_WORDS.items()}
+_WORD_KINDS_AS_WRITTEN = {kind: listed & words.AS_WRITTEN for kind, listed in _KIND_WORDS.items()}
 _WORD_KIND_ASKS = {
     ACTIVITY: re.compile(
         r"\b(?:activit(?:y|ies)|hobb(?:y|ies)|sports?|exercises?|workouts?|interests?|martial arts|outdoor|pastimes?)\b"
@@ -95,8 +100,9 @@ def entity_tokens(content: str, entities: Entities | None = None, known: Iterabl
 
 def word_kinds(text: str) -> list[str]:
     """The markers of the kinds that are not names whose words `text` holds (module docstring)."""
-    found = stemmed_words(text)
-    return [kind for kind, held in WORD_KINDS.items() if found & held]
+    written = stemmed_words(text, stems=False)
+    found = frozenset(map(stem, written))
+    return [kind for kind, held in WORD_KINDS.items() if found & held or written & _WORD_KINDS_AS_WRITTEN[kind]]
 
 
 def fact_tokens(facts: str, tokens: Iterable[str]) -> list[str]:

@@ -4,10 +4,12 @@ thing asked for (a place, anything named, an activity, an event...), or that nam
 
 Such answers sit in several memories, sessions apart, that share the person and the kind of thing but few words with
 the question ("I was in Chicago, it was awesome!"): the lexical and vector lists find one or two, and this list the
-rest. Read by one statement on the entities index (fragments.entities, migration 0025) while the model embeds the
-question: the rows holding one of the person's tokens and either a token of the kind asked for or one of the links of
-the lexical list's first `SEEDS` rows (their names and places: pseudo-relevance feedback, the entities the first hop
-found), the newest `RECALL_HOP_ROWS`, with their stored vectors. Once the question's vector is there, each is scored
+rest. Read by one statement while the model embeds the question: the rows holding one of the person's tokens and
+either a token of the kind asked for or one of the links of the lexical list's first `SEEDS` rows (their names and
+places: pseudo-relevance feedback, the entities the first hop found), the newest `RECALL_HOP_ROWS`, with their stored
+vectors. A person named in few rows is found on the entities' GIN index (migration 0025); one named in many by walking
+the workspace's newest rows on an index that holds their entities (0026), which stops at the limit without reading the
+table or another tenant's rows. Once the question's vector is there, each is scored
 by the strength of what it holds: 1 per kind asked for, each shared link weighed by its rarity among the rows read
 (a fifth of it), half a point per word of the question, five times its cosine to the question, `SAID` when the person
 said it (not only named), less `ASKS` when it asks a question. The best `KEEP` are fused as one more list at
@@ -50,13 +52,18 @@ def hop_sql(profile_id: str, dimension: int, given: frozenset[str], superseded: 
     filters given."""
     profile_id = repo.profile_literal(profile_id)
     where = " AND ".join([*filter_conditions(given, FIRST_FILTER), repo.live("f", "true" if superseded else "false")])
+    # the newest ids first, from the index alone where it can (migration 0026: one workspace newest first, holding
+    # what these conditions and RLS read), then the kept rows' columns and vectors by id
     return f"""
-SELECT {repo.F_COLUMNS}, e.embedding::vector({dimension}) AS hop_vector FROM agent_memory.fragments f
+WITH picked AS (
+  SELECT f.id FROM agent_memory.fragments f
+  WHERE f.tenant_id = $1 AND f.workspace = $2 AND f.entities && $3::text[] AND f.entities && $4::text[] AND {where}
+  ORDER BY f.created_at DESC, f.id DESC LIMIT $5)
+SELECT {repo.F_COLUMNS}, e.embedding::vector({dimension}) AS hop_vector FROM picked
+JOIN agent_memory.fragments f ON f.id = picked.id AND f.tenant_id = $1
 LEFT JOIN agent_memory.fragment_embeddings e ON e.fragment_id = f.id AND e.profile_id = '{profile_id}'
   AND e.tenant_id = $1
-WHERE f.tenant_id = $1 AND f.workspace = $2 AND f.entities && $3::text[] AND f.entities && $4::text[]
-  AND {where}
-ORDER BY f.created_at DESC, f.id DESC LIMIT $5
+ORDER BY f.created_at DESC, f.id DESC
 """
 
 
