@@ -65,6 +65,7 @@ from bench.run import (
 )
 from bench.worker_consolidation import row_changes
 from memento_consolidator.settings import ConsolidatorSettings
+from memento_devtools.launcher import cohosting
 from memento_memory_api.recall.question import question
 from memento_shared.worker import close_runtime, open_runtime
 
@@ -466,7 +467,9 @@ async def main_async(args: argparse.Namespace) -> dict:
         results["warmup_calls_per_read"] = args.warmup
         results["query_embedding"] = percentiles(await query_embedding_time(system, min(args.ops, 100)))
         project = Project(seed)
-        no_vector = LogCount(Path(system.info["logs"]) / "memory-api.log", NO_VECTOR)
+        # co-hosted (make run's default), memory-api's lines are in the gateway's log
+        log_name = "gateway.log" if cohosting(os.environ) else "memory-api.log"
+        no_vector = LogCount(Path(system.info["logs"]) / log_name, NO_VECTOR)
 
         # seed 003
         paths = {"gateway": through_gateway, "memory-api": direct}

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import subprocess
 import sys
 import time
@@ -95,6 +96,7 @@ async def drive(system: System, workload: Workload, op: str, seconds: float) -> 
 
 
 async def main_async(args: argparse.Namespace) -> dict:
+    os.environ["MEMENTO_COHOST"] = "0"  # each service profiled in its own process
     system = System(args)
     system.start()
     out: dict = {"n": args.n, "seconds": args.seconds, "ops": {}}

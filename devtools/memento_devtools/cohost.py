@@ -28,6 +28,7 @@ from memento_shared.telemetry.logging import JsonFormatter, setup_logging
 from memento_shared.telemetry.tracing import setup_tracing, traced_asgi
 
 LOOPBACK = "127.0.0.1"
+GATEWAY_DRAIN_S = 5.0  # the gateway's head start in stopping (serve's docstring)
 
 
 class ServiceByLogger(JsonFormatter):
@@ -40,7 +41,7 @@ class ServiceByLogger(JsonFormatter):
 
 async def serve(api_settings: MemoryApiSettings, gateway_settings: GatewaySettings) -> None:
     """memory-api first (its startup opens the pool the gateway's calls need), the gateway once it is up; on a
-    signal the gateway stops first, so the calls it drains still have memory-api to finish in."""
+    signal the gateway stops first, GATEWAY_DRAIN_S ahead, so the calls it drains still have memory-api."""
     memory_api = create_memory_api(api_settings)
     api_server = make_server(memory_api, LOOPBACK, api_settings.memory_api_port)
     gateway_settings = gateway_settings.model_copy(update={"bind_host": bind_host(gateway_settings)})
@@ -63,10 +64,12 @@ async def serve(api_settings: MemoryApiSettings, gateway_settings: GatewaySettin
     signalled = asyncio.create_task(stopping.wait())
     await asyncio.wait([signalled, gateway_task, api_task], return_when=asyncio.FIRST_COMPLETED)
     signalled.cancel()
+    # the gateway first, for at most GATEWAY_DRAIN_S (an open SSE stream holds its shutdown for the whole graceful
+    # timeout), then memory-api beside whatever is left of it: both are done within the launcher's 10 s
     gateway_server.should_exit = True
-    await gateway_task
+    await asyncio.wait([gateway_task], timeout=GATEWAY_DRAIN_S)
     api_server.should_exit = True
-    await api_task
+    await asyncio.gather(gateway_task, api_task)
 
 
 def main() -> None:

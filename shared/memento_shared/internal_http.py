@@ -10,6 +10,7 @@ OpenTelemetry instrumentation.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,6 +22,8 @@ from starlette.types import ASGIApp, Message
 from memento_shared import jsonio
 
 JSON = {"Content-Type": "application/json"}
+CLOSE_WAIT_S = 5.0  # how long aclose waits for in-process calls still running (the launcher's stop budget is 10 s)
+log = logging.getLogger(__name__)
 
 
 class InternalTimeout(Exception):
@@ -121,7 +124,7 @@ class InProcessClient(InternalClient):
             "server": ("127.0.0.1", 0),
             "state": {},
         }
-        answer: dict[str, Any] = {"chunks": []}
+        answer: dict[str, Any] = {"chunks": [], "whole": False}
         answered = asyncio.get_running_loop().create_future()
         sent = False
 
@@ -139,6 +142,7 @@ class InProcessClient(InternalClient):
             elif message["type"] == "http.response.body":
                 answer["chunks"].append(message.get("body", b""))
                 if not message.get("more_body", False) and not answered.done():
+                    answer["whole"] = True
                     answered.set_result(None)
 
         async def run() -> None:
@@ -150,7 +154,7 @@ class InProcessClient(InternalClient):
 
         task = asyncio.create_task(run())
         self._running.add(task)
-        task.add_done_callback(self._ended)
+        task.add_done_callback(lambda ended: self._ended(ended, path))
         try:
             async with asyncio.timeout(timeout_s if timeout_s is not None else self.timeout_s):
                 await asyncio.shield(answered)
@@ -158,14 +162,17 @@ class InProcessClient(InternalClient):
             raise InternalTimeout(path) from exc
         if "status" not in answer:
             raise InternalUnreachable("ServerDisconnectedError")  # as aiohttp says of a server that died mid-call
+        if not answer["whole"]:  # an answer cut short: it may follow a commit, as a connection lost mid-body does
+            raise InternalUnreachable("ClientPayloadError")
         return Answer(answer["status"], b"".join(answer["chunks"]), Headers(raw=answer["headers"]))
 
-    def _ended(self, task: asyncio.Task[None]) -> None:
+    def _ended(self, task: asyncio.Task[None], path: str) -> None:
         self._running.discard(task)
-        if not task.cancelled():
-            task.exception()  # retrieved: the app's error handling logged it, and the caller has had its answer
+        if not task.cancelled() and (exc := task.exception()) is not None:
+            # what uvicorn logs of an exception that escapes an app over HTTP; the type only, never the request
+            log.error("internal.unhandled_error", extra={"path": path, "error_type": type(exc).__name__})
 
     async def aclose(self) -> None:
-        """Waits for the calls still running: the app they run in is about to shut down."""
+        """Waits a little for the calls still running: the app they run in is about to shut down."""
         if self._running:
-            await asyncio.wait(set(self._running), timeout=self.timeout_s)
+            await asyncio.wait(set(self._running), timeout=min(self.timeout_s, CLOSE_WAIT_S))

@@ -75,10 +75,26 @@ async def test_a_caller_that_gives_up_leaves_the_work_to_finish() -> None:
     assert finished == ["slow", "slow"]
 
 
-async def test_a_service_error_is_a_500_answer_not_an_exception() -> None:
+async def test_a_service_error_is_a_500_answer_not_an_exception_and_is_logged(caplog) -> None:
     client = InProcessClient(app_with([], asyncio.Event()))
-    answer = await client.post_json("/broken", {})
+    answer = await client.post_json("/broken", {"secret": "memory content"})
     assert answer.status == 500
+    await client.aclose()
+    logged = [r for r in caplog.records if r.getMessage() == "internal.unhandled_error"]
+    assert [(r.path, r.error_type) for r in logged] == [("/broken", "RuntimeError")]  # as uvicorn would, apart
+    assert "memory content" not in caplog.text
+
+
+async def test_an_answer_cut_short_is_not_taken_for_a_whole_one() -> None:
+    async def dies_mid_body(scope, receive, send) -> None:
+        await receive()
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b'{"result": {', "more_body": True})
+        raise RuntimeError("killed mid-answer")
+
+    client = InProcessClient(dies_mid_body)
+    with pytest.raises(InternalUnreachable, match="ClientPayloadError"):  # the gateway says: check before repeating
+        await client.post_json("/any", {})
 
 
 async def test_an_app_that_ends_without_answering_is_unreachable() -> None:

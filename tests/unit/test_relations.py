@@ -63,7 +63,19 @@ def test_a_korean_question_is_split_into_its_ask_and_its_anchor(question, side, 
         "전에 말했듯이 그건 뭐였지?",
         "그 후에 어떻게 됐어?",
         "Where did Caroline go last May?",
+        "What was the baby named after her grandmother?",  # a phrasal verb, not an event (review)
+        "Tell me about the after-school program",
+        "What did I say before about the API?",
+        "Should I run tests before or after the merge?",  # both sides asked
+        "What changed before and after the migration?",
+        "어제 회의에서 전 무슨 말을 했지?",  # the pronoun 전 (저는)
+        "회사 전 직원이 참석했어?",  # 전 as "all"
     ],
 )
 def test_not_a_relation(question):
     assert relation(question) is None
+
+
+def test_a_phrasal_after_leaves_the_real_relation_in_the_question():
+    found = relation("Who will look after the dog before the trip?")
+    assert found is not None and (found.side, found.anchor) == ("before", "the trip")

@@ -27,16 +27,23 @@ from memento_shared.text.keywords import STOPWORDS
 
 Side = Literal["after", "before"]
 
-_EN = re.compile(r"\b(after|before)\b", re.IGNORECASE)
+_EN = re.compile(r"\b(after|before)(?=\s)", re.IGNORECASE)  # "after-school" is no relation
 # what may follow the word in an idiom, a reference back or a question about the gap, not an event
 _EN_NOT = re.compile(
     r"(?:all|that|this|then|which|long|a\s+while|a\s+bit|i\s+forget|i\s+forgot|you\s+know\s+it|it|so|how|what"
     r"|when|where|who|why|ever|now|hand|the\s+fact|doing\s+so|did|does|do|was|were|is|are|will|would|can|could"
-    r"|has|have|had)\b",
+    r"|has|have|had|about|or|and)\b",
     re.IGNORECASE,
 )
 # words before it that make it an adverb: "never before", "as before", "than ever before"
 _EN_NOT_AFTER = re.compile(r"\b(?:ever|never|than|as|like|since|until|till|from)\s*$", re.IGNORECASE)
+# verbs that make "after" part of them: "look after the dog", "named after her grandmother"; and "or"/"and" before the
+# word, the second side of a question asking both ("before and after the migration")
+_EN_PHRASAL = re.compile(
+    r"\b(?:look|looks|looked|looking|name|named|take|takes|took|taking|go|goes|went|going|chase|chased|ask|asked"
+    r"|seek|sought|or|and)\s*$",
+    re.IGNORECASE,
+)
 _EN_DEGREE = re.compile(r"\b(?:just|right|shortly|soon|long|immediately|straight)\s*$", re.IGNORECASE)
 _END = re.compile(r"[,;.!?？。]|\s+(?:and|but|or|so)\s+(?=(?:what|who|when|where|why|how|did|do|does|was|is)\b)", re.I)
 # Korean: a clause ending in a verb's ㄴ form (한, 다녀온, 먹은...) or a noun, then 후/뒤/다음 (after), or a clause in
@@ -49,6 +56,9 @@ _KO_SIDE: dict[str, Side] = {
 # a word before the marker that makes it a time or a reference back, not an event: "얼마 전", "오래 전", "그 후"
 _KO_NOT = frozenset("얼마 오래 조금 방금 한참 아까 그 이 저 그때 그런 이런 저런 언제 몇 며칠 예전 훨씬".split())
 _KO_WORD = re.compile(r"[가-힣A-Za-z0-9]+")
+# a bare 전 (no 에/에는...) then a space reads "before" only after a verb's 기 form ("떠나기 전 무엇을"); after
+# anything else it is taken for the pronoun (저는) or the prefix "all/former" ("회사 전 직원")
+_KO_BEFORE_OK = re.compile(r"기$")
 _WORD = re.compile(r"[0-9A-Za-z가-힣]+")
 _PRONOUNS = frozenset("i you he she it we they me him her us them this that there here".split())
 
@@ -85,7 +95,7 @@ def _english(text: str, spans: list[tuple[int, int]]) -> Relation | None:
         word, rest = m.group(1).lower(), text[m.end() :]
         if _inside(m.start(), spans) or _EN_NOT.match(rest.lstrip()):
             continue
-        if _EN_NOT_AFTER.search(text[: m.start()]):
+        if _EN_NOT_AFTER.search(text[: m.start()]) or _EN_PHRASAL.search(text[: m.start()]):
             continue
         end = _END.search(rest)
         anchor = rest[: end.start()] if end else rest
@@ -112,6 +122,8 @@ def _korean(text: str, spans: list[tuple[int, int]]) -> Relation | None:
         words = _KO_WORD.findall(before)
         if not words or words[-1] in _KO_NOT:
             continue
+        if m.group(0) == "전" and not _KO_BEFORE_OK.search(words[-1]) and text[m.end() : m.end() + 1] == " ":
+            continue  # "회의에서 전 무슨 말을", "회사 전 직원": the pronoun or "all/former", not "before"
         clause_start = max(before.rfind(c) for c in ",.;!?")  # the anchor runs from the last stop to the marker
         anchor = before[clause_start + 1 :].strip()
         if not _has_words(anchor):
