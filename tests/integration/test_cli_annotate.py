@@ -115,6 +115,25 @@ async def test_annotate_kinds_marks_fragments_written_before_the_word_kinds(memo
     assert "kinds marked for 0 fragment(s)" in again.out
 
 
+async def test_annotate_kinds_takes_away_a_marker_the_word_lists_no_longer_give(
+    memory_api, servers, owner_pool, tenant
+):
+    """A row marked before the software words left the lists ("race condition" was an `=event`) loses the marker;
+    its other entities stay."""
+    race = await remember(memory_api, tenant, f"Mel {SAID}: the race condition in the scheduler is fixed", "D4:1")
+    swim = await remember(memory_api, tenant, f"Mel {SAID}: I went swimming after the release", "D4:2")
+    await owner_pool.execute(
+        "UPDATE agent_memory.fragments SET entities = entities || '{=event}' WHERE id = ANY($1)", [race, swim]
+    )
+
+    ran = await memento(system_env(servers), "admin", "annotate", "--kinds")
+    assert ran.code == 0, ran.err
+    rows = {r["id"]: r["entities"] for r in await owner_pool.fetch(
+        "SELECT id, entities FROM agent_memory.fragments WHERE id = ANY($1)", [race, swim])}  # fmt: skip
+    assert "=event" not in rows[race] and "s:mel" in rows[race]
+    assert "=event" not in rows[swim] and "=activity" in rows[swim]
+
+
 async def test_annotate_refuses_a_batch_below_one(servers):
     ran = await memento(system_env(servers), "admin", "annotate", "--batch", "0")
     assert ran.code == 2 and "--batch" in ran.err

@@ -15,9 +15,10 @@ of their own: those whose `entities` is NULL (a fragment naming none gets an emp
 (text.stems), and the stems of its LLM facts, so a question's "camped" finds a memory stored before the upgrade that
 says "camping"; only rows whose expansion changes are written, so a second run writes none.
 
-`--kinds` (issue 53) adds to every fragment's entities the markers of the kinds that are not names its words (and its
-LLM facts') hold (text.links.word_kinds: `=activity`, `=event`...), written since; only rows that gain one are
-written, so a second run writes none.
+`--kinds` (issue 53) gives every fragment's entities the markers of the kinds that are not names its words (and its
+LLM facts') hold as the word lists read them now (text.links.word_kinds: `=activity`, `=event`...): a marker they gain
+is added, one the lists no longer give (a software word left out since) is taken away; only rows whose kinds change
+are written, so a second run writes none.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from memento_memory_api.store import ANNOTATION, annotation_fields
 from memento_shared.db.pool import create_pool
 from memento_shared.db.rls import set_system
 from memento_shared.settings import cli_settings
-from memento_shared.text.links import entity_tokens, fact_tokens, word_kinds
+from memento_shared.text.links import WORD_KINDS, entity_tokens, fact_tokens, word_kinds
 
 _UNANNOTATED = """
 SELECT id, content, source, created_at FROM agent_memory.fragments
@@ -59,18 +60,22 @@ UPDATE agent_memory.fragments f SET entities = ARRAY(SELECT jsonb_array_elements
 FROM unnest($1::text[], $2::text[]) AS u(id, entities)
 WHERE f.id = u.id AND f.entities IS NULL
 """
+KIND_MARKERS = frozenset(WORD_KINDS)  # `=activity`, `=event`...: the markers the word lists give
 _LINKED = (
-    "SELECT id, content, facts, entities FROM agent_memory.fragments WHERE entities IS NOT NULL AND id > $1"
-    " ORDER BY id LIMIT $2"
+    "SELECT id, content, content_hash, facts, entities FROM agent_memory.fragments WHERE entities IS NOT NULL"
+    " AND id > $1 ORDER BY id LIMIT $2"
 )
-# the kinds a row gains merged into its entities as they are now: an amend or the evaluator's facts written since the
-# batch was read keep their tokens
+# a row's word kinds as the lists give them now, in place of those it holds (a marker the lists no longer give, such
+# as `=event` for "race condition" before the software words were left out, goes), its other entities kept as they
+# are now; only if its content is still the one read (an amend since wrote its entities afresh)
 _KINDS = """
 UPDATE agent_memory.fragments f SET entities = ARRAY(
-    SELECT DISTINCT t FROM unnest(f.entities || ARRAY(SELECT jsonb_array_elements_text(u.kinds::jsonb))) AS t
+    SELECT DISTINCT t FROM unnest(
+        ARRAY(SELECT e FROM unnest(f.entities) AS e WHERE e <> ALL($4::text[]))
+        || ARRAY(SELECT jsonb_array_elements_text(u.kinds::jsonb))) AS t
     ORDER BY t)
-FROM unnest($1::text[], $2::text[]) AS u(id, kinds)
-WHERE f.id = u.id AND f.entities IS NOT NULL
+FROM unnest($1::text[], $2::text[], $3::text[]) AS u(id, kinds, hash)
+WHERE f.id = u.id AND f.entities IS NOT NULL AND f.content_hash = u.hash
 """
 _EVERY = "SELECT id, content, source, created_at, facts FROM agent_memory.fragments WHERE id > $1 ORDER BY id LIMIT $2"
 _EXPANSION = """
@@ -124,15 +129,16 @@ async def _link_rows(conn: Any, rows: list[Any]) -> str:
 
 
 async def _kind_rows(conn: Any, rows: list[Any]) -> str:
-    """Every linked row's entities with the kinds its words and facts name (--kinds); only those that gain one."""
-    gained = []
+    """Every linked row's word kinds as its words and facts name them now (--kinds); only rows whose kinds change."""
+    changed = []
     for r in rows:
-        kinds = sorted({*word_kinds(r["content"]), *word_kinds(r["facts"] or "")} - set(r["entities"]))
-        if kinds:
-            gained.append((r["id"], json.dumps(kinds)))
-    if not gained:
+        kinds = {*word_kinds(r["content"]), *word_kinds(r["facts"] or "")}
+        if kinds != set(r["entities"]) & KIND_MARKERS:
+            changed.append((r["id"], json.dumps(sorted(kinds)), r["content_hash"]))
+    if not changed:
         return "UPDATE 0"
-    return str(await conn.execute(_KINDS, [i for i, _ in gained], [t for _, t in gained]))
+    ids, marked, hashes = (list(column) for column in zip(*changed, strict=True))
+    return str(await conn.execute(_KINDS, ids, marked, hashes, sorted(KIND_MARKERS)))
 
 
 async def _restem_rows(conn: Any, rows: list[Any]) -> str:
