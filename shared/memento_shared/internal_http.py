@@ -99,7 +99,6 @@ class InProcessClient(InternalClient):
     def __init__(self, app: ASGIApp, *, timeout_s: float = 10.0) -> None:
         super().__init__("", timeout_s=timeout_s)
         self.app = app
-        self.timeout_s = timeout_s
         self._running: set[asyncio.Task[None]] = set()
 
     async def _send(
@@ -156,7 +155,7 @@ class InProcessClient(InternalClient):
         self._running.add(task)
         task.add_done_callback(lambda ended: self._ended(ended, path))
         try:
-            async with asyncio.timeout(timeout_s if timeout_s is not None else self.timeout_s):
+            async with asyncio.timeout(timeout_s if timeout_s is not None else self.timeout.total):
                 await asyncio.shield(answered)
         except TimeoutError as exc:
             raise InternalTimeout(path) from exc
@@ -175,4 +174,4 @@ class InProcessClient(InternalClient):
     async def aclose(self) -> None:
         """Waits a little for the calls still running: the app they run in is about to shut down."""
         if self._running:
-            await asyncio.wait(set(self._running), timeout=min(self.timeout_s, CLOSE_WAIT_S))
+            await asyncio.wait(set(self._running), timeout=min(self.timeout.total or CLOSE_WAIT_S, CLOSE_WAIT_S))
